@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything cardbench and its tests need on a fresh Debian machine (root), then the package.
+# Idempotent: re-running it only checks. Set CARDBENCH_SKIP_APT=1 to skip the system packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  fio f3 hdparm ioping          # peers measured side by side (bench/, tests)
+  fuse3 libfuse3-3              # emulated cards (FUSE + loop device)
+  e2fsprogs util-linux kmod     # mkfs.ext4, losetup, lsblk
+  postgresql                    # the shared-store tests start a throwaway server
+  chromium                      # the HTML report is rendered headless in a test
+)
+
+if [ "${CARDBENCH_SKIP_APT:-0}" != 1 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+      echo "setup: installing ${missing[*]}" >&2
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+  else
+    echo "setup: not root (or no apt-get): skipping system packages ${APT_PACKAGES[*]}" >&2
+  fi
+fi
+
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test]'

@@ -1,0 +1,52 @@
+"""What a person sees: rich progress bars on stderr and the one-line error format."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                           TransferSpeedColumn)
+
+stderr = Console(stderr=True)
+
+
+class RichProgress:
+    """Progress bars for anything that lasts longer than a second (shown on a terminal only)."""
+
+    def __init__(self, enabled: bool | None = None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    @contextmanager
+    def task(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        if not self.enabled:
+            yield lambda n: None
+            return
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=False),
+                            TransferSpeedColumn(), TimeRemainingColumn(), console=stderr, transient=True,
+                            auto_refresh=False)
+        started = time.monotonic()
+        shown = False
+        task_id = progress.add_task(description, total=total)
+
+        def advance(n: int) -> None:
+            nonlocal shown
+            progress.advance(task_id, n)
+            if not shown and time.monotonic() - started > 1.0:
+                progress.start()
+                shown = True
+            if shown:
+                progress.refresh()
+
+        try:
+            yield advance
+        finally:
+            if shown:
+                progress.stop()
+
+
+def error_line(message: str) -> None:
+    print(f"cardbench: {message}", file=sys.stderr)

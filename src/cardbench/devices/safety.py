@@ -1,0 +1,158 @@
+"""The rules before any raw write: cardbench must never destroy data it was not told to.
+
+A raw (block-device) write is allowed only when all of these hold, checked on the live system at the
+moment of the check (``check_destructive``), not from a listing made earlier:
+
+1. the path is a whole device (a partition is a UsageError: "give the whole device");
+2. it does not hold the running system: nothing on it (or on a dm/md device built on it) is mounted
+   at /, /boot, /usr, /var, /home..., and no partition is active swap (``/proc/swaps``);
+3. nothing on it is mounted anywhere, and no dm/md device holds it;
+4. there is a medium (an empty reader slot has size 0);
+5. it is writable (sysfs ``ro`` and the ``BLKROGET`` ioctl: write-protect switch, read-only loop);
+6. the kernel grants an exclusive open (``O_EXCL`` on a block device fails with EBUSY when it is
+   mounted, used by the system, or held exclusively by another program) [S46 open(2)];
+7. the user confirmed by typing the device's identity token (``identity_token``): its serial, or,
+   for a device without a serial, its exact size in bytes.
+
+Every refusal is a ``SafetyRefusal`` with one line naming the device and the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cardbench.devices.discovery import BlockDevice, get_device
+from cardbench.errors import SafetyRefusal, TargetError
+
+#: ioctl numbers from linux/fs.h: BLKROGET = _IO(0x12, 94).
+BLKROGET = 0x125E
+
+
+def _ioctl_read_only(fd: int) -> bool | None:
+    """The kernel's read-only flag of an open block device, or None when the ioctl fails."""
+    try:
+        raw = fcntl.ioctl(fd, BLKROGET, struct.pack("i", 0))
+    except OSError:
+        return None
+    return struct.unpack("i", raw)[0] != 0
+
+
+def _open_error(path: str, e: OSError, action: str) -> Exception:
+    """Map an open() failure on a device to the one-line error the user should see."""
+    if e.errno == errno.EBUSY:
+        return SafetyRefusal(
+            f"refusing to {action} {path}: it is in use (mounted, swap, part of RAID/LVM/LUKS, "
+            "or opened exclusively by another program)")
+    if e.errno == errno.ENOENT:
+        return TargetError(f"{path} does not exist")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return TargetError(f"cannot open {path}: permission denied (raw device tests need root)")
+    if e.errno == errno.EROFS:
+        return SafetyRefusal(f"refusing to {action} {path}: it is read-only")
+    if e.errno == errno.ENOMEDIUM:
+        return TargetError(f"{path} has no medium (is the card inserted?)")
+    return TargetError(f"cannot open {path}: {e.strerror}")
+
+
+@contextmanager
+def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
+    """Open a block device ``O_DIRECT | O_EXCL`` (``O_RDWR`` with ``write=True``, else ``O_RDONLY``).
+
+    Yields the file descriptor and closes it on exit. While it is open, the kernel refuses mounts
+    and other exclusive openers (they get EBUSY). O_DIRECT needs buffers, offsets and lengths
+    aligned to the logical block size [S46 open(2)]; use ``mmap`` buffers. Errors are one line:
+    EBUSY -> SafetyRefusal, missing/permission -> TargetError.
+    """
+    flags = os.O_DIRECT | os.O_EXCL | os.O_CLOEXEC | (os.O_RDWR if write else os.O_RDONLY)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise _open_error(path, e, "write to" if write else "open") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _same_identity(before: BlockDevice, now: BlockDevice) -> str | None:
+    """Why ``now`` is not the device that was selected as ``before`` (None if it is)."""
+    if before.devno and now.devno and before.devno != now.devno:
+        return f"its device number changed ({before.devno} -> {now.devno})"
+    if before.size != now.size:
+        return f"its size changed ({before.size} -> {now.size} bytes); was the card swapped?"
+    if (before.serial or None) != (now.serial or None):
+        return "its serial changed; was the card or stick swapped?"
+    return None
+
+
+def check_destructive(dev: BlockDevice | str, *, sysfs_root: str = "/sys",
+                      proc_root: str = "/proc") -> BlockDevice:
+    """Refuse (SafetyRefusal, one line) unless a raw write to this whole device is allowed now.
+
+    ``dev`` is a path or a ``BlockDevice`` from an earlier listing; the state is re-read either way,
+    and a device whose size, serial or number changed since it was listed is refused. Returns the
+    fresh ``BlockDevice``. Confirmation by the user is separate: see ``confirm``.
+    """
+    path = dev.path if isinstance(dev, BlockDevice) else os.fspath(dev)
+    now = get_device(path, whole_device=True, sysfs_root=sysfs_root, proc_root=proc_root)
+    if isinstance(dev, BlockDevice):
+        changed = _same_identity(dev, now)
+        if changed:
+            raise SafetyRefusal(f"refusing to write to {path}: {changed}")
+    if now.system:
+        raise SafetyRefusal(f"refusing to write to {path}: it holds the running system ({now.system_reason})")
+    if now.in_use_reason:
+        raise SafetyRefusal(f"refusing to write to {path}: {now.in_use_reason}; unmount or release it first")
+    if not now.medium_present:
+        raise TargetError(f"{path} has no medium (size 0): is the card inserted?")
+    if now.read_only:
+        raise SafetyRefusal(f"refusing to write to {path}: it is read-only "
+                            "(write-protect switch, read-only loop device or kernel setting)")
+    with open_exclusive(path, write=False) as fd:
+        if _ioctl_read_only(fd):
+            raise SafetyRefusal(f"refusing to write to {path}: it is read-only (BLKROGET)")
+    return now
+
+
+def identity_token(dev: BlockDevice) -> str:
+    """What the user must type to confirm a destructive test: the serial, else the exact size in bytes.
+
+    For SD cards on a native host the serial is the card's own (CID PSN); behind a USB reader it is
+    the reader's or stick's USB serial, the only one the host can see.
+    """
+    serial = (dev.serial or "").strip()
+    return serial if serial else str(dev.size)
+
+
+def identity_kind(dev: BlockDevice) -> str:
+    """"serial" or "size in bytes": what ``identity_token`` is, to word the prompt."""
+    return "serial" if (dev.serial or "").strip() else "size in bytes"
+
+
+def _normalise(value: str) -> str:
+    """Compare serials without case or surrounding blanks, and hex serials with or without 0x."""
+    v = value.strip().casefold()
+    return v[2:] if v.startswith("0x") else v
+
+
+def confirm(dev: BlockDevice, value: str | None) -> None:
+    """Refuse (SafetyRefusal) unless ``value`` is the device's identity token.
+
+    The message does not echo the expected token: the point is that the user read it off the
+    device listing (``cardbench list``), not off an error message.
+    """
+    expected = identity_token(dev)
+    if value is None or not value.strip():
+        raise SafetyRefusal(f"not confirmed: type the {identity_kind(dev)} of {dev.path} to allow writing to it")
+    if identity_kind(dev) == "serial":
+        ok = _normalise(value) == _normalise(expected)
+    else:
+        ok = value.strip() == expected
+    if not ok:
+        raise SafetyRefusal(
+            f"confirmation does not match the {identity_kind(dev)} of {dev.path}; nothing was written")

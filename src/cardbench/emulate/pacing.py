@@ -1,0 +1,224 @@
+"""The pacing model of emulated cards and readers (pure logic, no FUSE, no sleeping).
+
+Each card has one *bus* timeline shared by reads and writes: a request of ``n`` bytes starts at
+``max(now, bus_free)`` and takes ``latency + n / rate``; the server sleeps until its finish time
+before answering. A reader with a ceiling adds a second timeline shared by all its cards: the
+request also occupies the reader for ``n / ceiling``, and finishes when both are done.
+
+Turnaround allowance: between two back-to-back requests the host spends some time (kernel,
+loop driver, FUSE, Python) that a real card's bus would overlap with the transfer. A request
+that arrives no later than ``turnaround`` seconds after the bus became free starts at
+``bus_free`` instead of ``now``, so that overhead does not lower the measured rate. A request
+after a longer gap starts at ``now`` (the bus was idle), so isolated requests see the full
+latency. With a queue (several requests in flight) the bus is never idle and this plays no role.
+
+Write cache: after no write for ``cache_idle`` seconds the cache is full again; the next
+``cache_bytes`` written go at ``cache_rate``, the rest at ``write_rate``. The cache starts full.
+
+Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of the backing file
+(``real_size`` bytes): past ``real_size`` offsets wrap around (mod ``real_size``) or are dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from cardbench.emulate.spec import CardSpec, ErrorRange
+
+#: Default turnaround allowance (seconds), see the module docstring.
+DEFAULT_TURNAROUND = 0.010
+
+
+class Timeline:
+    """A resource used by one request at a time (a card's bus, a reader's link)."""
+
+    __slots__ = ("free_at", "busy")
+
+    def __init__(self) -> None:
+        self.free_at = 0.0
+        self.busy = 0.0  # total seconds booked
+
+    def book(self, now: float, duration: float, turnaround: float) -> tuple[float, float]:
+        """Book ``duration`` seconds; returns (start, finish)."""
+        start = self.free_at
+        if now - start > turnaround:
+            start = now
+        finish = start + duration
+        self.free_at = finish
+        self.busy += duration
+        return start, finish
+
+
+@dataclass
+class Counters:
+    reads: int = 0
+    writes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    bytes_cached: int = 0     # written at the cache rate
+    bytes_dropped: int = 0    # written past real_size on a "drop" card
+    bytes_wrapped: int = 0    # written past real_size on a "wraparound" card
+    eio: int = 0              # requests answered with EIO
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Verdict:
+    """What the server does with one request."""
+
+    finish: float            # monotonic time to answer at (may be in the past)
+    error: bool = False      # answer EIO (after waiting until ``finish``)
+    pieces: list[tuple[int | None, int]] = field(default_factory=list)  # (backing offset or None, length)
+
+
+class CardModel:
+    """Settings, state and counters of one card. Thread safety: hold ``reader.lock``."""
+
+    def __init__(self, spec: CardSpec, reader: "ReaderModel") -> None:
+        self.spec = spec
+        self.reader = reader
+        self.name = spec.name
+        self.size = spec.size
+        self.real_size = spec.kept
+        self.fake = spec.real_size is not None
+        self.fake_mode = spec.fake_mode
+        self.write_rate = spec.write_rate
+        self.read_rate = spec.read_rate
+        self.latency = spec.latency
+        self.cache_bytes = spec.cache_bytes
+        self.cache_rate = spec.cache_rate
+        self.cache_idle = spec.cache_idle
+        self.errors: tuple[ErrorRange, ...] = spec.errors
+        self.paced = True
+        self.yanked = False
+        self.bus = Timeline()
+        self.cache_left = spec.cache_bytes
+        self.last_write_end: float | None = None
+        self.counters = Counters()
+
+    # -- settings -----------------------------------------------------------------------
+    def apply(self, settings: dict[str, Any]) -> None:
+        """Apply validated live settings (see :func:`cardbench.emulate.spec.validate_settings`)."""
+        for key, value in settings.items():
+            if key == "turnaround":
+                self.reader.turnaround = value
+            else:
+                setattr(self, key, value)
+        if "cache_bytes" in settings:
+            self.cache_left = self.cache_bytes
+        if self.cache_bytes and self.cache_rate is None:
+            self.cache_rate = self.write_rate
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "size": self.size,
+            "real_size": self.real_size if self.fake else None, "fake_mode": self.fake_mode,
+            "write_rate": self.write_rate, "read_rate": self.read_rate, "latency": self.latency,
+            "cache_bytes": self.cache_bytes, "cache_rate": self.cache_rate, "cache_idle": self.cache_idle,
+            "errors": [e.to_list() for e in self.errors],
+            "paced": self.paced, "yanked": self.yanked,
+        }
+
+    def status(self) -> dict[str, Any]:
+        d = self.settings()
+        d["counters"] = self.counters.as_dict()
+        d["cache_left"] = self.cache_left
+        d["busy_seconds"] = self.bus.busy
+        return d
+
+    # -- the model ----------------------------------------------------------------------
+    def map(self, offset: int, length: int) -> list[tuple[int | None, int]]:
+        """Split an advertised range into (backing offset or None for dropped, length) pieces."""
+        pieces: list[tuple[int | None, int]] = []
+        real = self.real_size
+        while length > 0:
+            if offset < real:
+                n = min(length, real - offset)
+                pieces.append((offset, n))
+            elif self.fake_mode == "drop":
+                n = length
+                pieces.append((None, n))
+            else:
+                inner = offset % real
+                n = min(length, real - inner)
+                pieces.append((inner, n))
+            offset += n
+            length -= n
+        return pieces
+
+    def _write_seconds(self, n: int, start: float) -> float:
+        if not self.cache_bytes:
+            return n / self.write_rate
+        if self.last_write_end is not None and start - self.last_write_end >= self.cache_idle:
+            self.cache_left = self.cache_bytes
+        fast = min(n, self.cache_left)
+        self.cache_left -= fast
+        self.counters.bytes_cached += fast
+        return fast / (self.cache_rate or self.write_rate) + (n - fast) / self.write_rate
+
+    def request(self, op: str, offset: int, length: int, now: float) -> Verdict:
+        """Book one read/write; caller holds ``reader.lock``. ``op`` is "read" or "write"."""
+        c = self.counters
+        if self.yanked:
+            c.eio += 1
+            return Verdict(finish=now, error=True)
+        length = max(0, min(length, self.size - offset))
+        error = any(e.matches(op, offset, length) for e in self.errors)
+        if op == "write":
+            c.writes += 1
+            c.bytes_written += length
+            if offset + length > self.real_size and self.fake:
+                past = offset + length - max(offset, self.real_size)
+                if self.fake_mode == "drop":
+                    c.bytes_dropped += past
+                else:
+                    c.bytes_wrapped += past
+        else:
+            c.reads += 1
+            c.bytes_read += length
+        if error:
+            c.eio += 1
+        pieces = [] if error else self.map(offset, length)
+        if not self.paced:
+            return Verdict(finish=now, error=error, pieces=pieces)
+        turnaround = self.reader.turnaround
+        # The card bus: latency + transfer. For writes the cache rate may apply.
+        start = self.bus.free_at if now - self.bus.free_at <= turnaround else now
+        if op == "write":
+            seconds = self._write_seconds(length, start)
+        else:
+            seconds = length / self.read_rate
+        _, finish = self.bus.book(now, self.latency + seconds, turnaround)
+        if op == "write":
+            self.last_write_end = finish
+        # The reader link (shared by all cards behind the reader).
+        if self.reader.ceiling:
+            _, rfinish = self.reader.link.book(now, length / self.reader.ceiling, turnaround)
+            finish = max(finish, rfinish)
+        return Verdict(finish=finish, error=error, pieces=pieces)
+
+
+class ReaderModel:
+    """A card reader: a lock, an optional ceiling (bytes/s) and the cards behind it."""
+
+    def __init__(self, ceiling: float | None = None, turnaround: float = DEFAULT_TURNAROUND) -> None:
+        self.lock = threading.Lock()
+        self.ceiling = ceiling
+        self.turnaround = turnaround
+        self.link = Timeline()
+        self.cards: dict[str, CardModel] = {}
+
+    def add(self, spec: CardSpec) -> CardModel:
+        card = CardModel(spec, self)
+        self.cards[spec.name] = card
+        return card
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "ceiling": self.ceiling, "turnaround": self.turnaround, "link_busy_seconds": self.link.busy,
+            "cards": {name: card.status() for name, card in self.cards.items()},
+        }

@@ -1,0 +1,209 @@
+"""The fio engine: the same workload run by fio, read back from its JSON into a :class:`Run`.
+
+fio does not fit the submit/reap shape (it runs a whole job), so this is a workload runner:
+``run_fio(path, rw, bs, iodepth, numjobs, size, runtime) -> Run``. The workloads in
+``cardbench.workloads`` call it when asked for ``engine="fio"``, with the same parameters they
+give their own engines, so the figures can be compared side by side (bench/engine_vs_fio.py).
+
+What is asked of fio, and why:
+
+* ``--direct=1``: O_DIRECT, no page cache (fio's default is buffered, fio#329).
+* ``--ioengine=io_uring`` where the kernel allows it, else ``libaio``.
+* ``--size`` is the test area (from ``--offset``), ``--io_size`` the most bytes one run moves,
+  ``--runtime`` the most seconds: without ``time_based`` the run stops at whichever comes
+  first, like cardbench's own runs (stop at duration or at size).
+* ``--norandommap --randrepeat=0``: random offsets drawn independently (with repetition),
+  as cardbench's engines draw them; ``--allow_file_create=0`` never creates a file.
+* ``--percentile_list=50:90:99:99.9``: the completion-latency percentiles cardbench reports.
+  fio's percentiles come from its latency histogram (bins about 1.6% wide).
+
+The Run: ``bytes`` = io_bytes, ``seconds`` = fio's runtime (ms resolution), ``ops`` =
+total_ios, ``latency_s`` = clat_ns percentiles and max in seconds; ``extra`` holds fio's
+version, the exact command and its own bandwidth and IOPS figures.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+from cardbench.errors import DeviceFault, EnvironmentMissing, UsageError
+from cardbench.result import Run
+
+RW_MODES = ("read", "write", "randread", "randwrite")
+PERCENTILES = (50, 90, 99, 99.9)
+
+_version_cache: dict[str, str] = {}
+
+
+def fio_path(fio: str = "fio") -> str:
+    """The fio executable, or EnvironmentMissing with the install hint."""
+    found = shutil.which(fio)
+    if not found:
+        raise EnvironmentMissing("fio is not installed (apt install fio); it is needed for --engine fio")
+    return found
+
+
+def fio_version(fio: str = "fio") -> str:
+    exe = fio_path(fio)
+    if exe not in _version_cache:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+        _version_cache[exe] = out.stdout.strip() or out.stderr.strip()
+    return _version_cache[exe]
+
+
+def default_ioengine() -> str:
+    """io_uring where this process can set up a ring (same check as the queued engine), else libaio."""
+    from cardbench.engine.queued import io_uring_available
+    ok, _ = io_uring_available()
+    return "io_uring" if ok else "libaio"
+
+
+def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, size: int | None = None,
+                runtime: float | None = None, *, area: int | None = None, offset: int = 0,
+                time_based: bool = False, ioengine: str | None = None, direct: bool = True,
+                end_fsync: bool = False, fio: str = "fio", name: str = "cardbench") -> list[str]:
+    """The fio command line for one run (see the module docstring for what each option is for)."""
+    if rw not in RW_MODES:
+        raise UsageError(f"fio rw must be one of {', '.join(RW_MODES)}, got {rw!r}")
+    for what, v in (("block size", bs), ("iodepth", iodepth), ("numjobs", numjobs)):
+        if not isinstance(v, int) or v < 1:
+            raise UsageError(f"fio {what} must be a positive whole number, got {v!r}")
+    if area is None:
+        area = size
+    if area is None:
+        raise UsageError("fio needs a test area (size) to address")
+    if area < bs or area % bs:
+        raise UsageError(f"the fio test area ({area} B) must be a positive multiple of the block size ({bs} B)")
+    if offset % bs:
+        raise UsageError(f"the fio offset ({offset} B) must be a multiple of the block size ({bs} B)")
+    if time_based and not runtime:
+        raise UsageError("a time-based fio run needs a runtime")
+    cmd = [fio_path(fio), f"--name={name}", f"--filename={path}", "--output-format=json",
+           f"--ioengine={ioengine or default_ioengine()}", f"--direct={1 if direct else 0}",
+           f"--rw={rw}", f"--bs={bs}", f"--iodepth={iodepth}", f"--numjobs={numjobs}", "--group_reporting",
+           f"--offset={offset}", f"--size={area}",
+           "--norandommap", "--randrepeat=0", "--allow_file_create=0",
+           "--percentile_list=" + ":".join(f"{p:g}" for p in PERCENTILES)]
+    if size is not None and size != area:
+        if size < bs:
+            raise UsageError(f"the fio io size ({size} B) is smaller than one block ({bs} B)")
+        cmd.append(f"--io_size={size}")
+    if runtime:
+        # fio takes whole milliseconds with a unit suffix
+        cmd.append(f"--runtime={max(1, round(runtime * 1000))}ms")
+    if time_based:
+        cmd.append("--time_based")
+    if end_fsync:
+        cmd.append("--end_fsync=1")
+    return cmd
+
+
+def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, size: int | None = None,
+            runtime: float | None = None, *, area: int | None = None, offset: int = 0,
+            time_based: bool = False, ioengine: str | None = None, direct: bool = True,
+            end_fsync: bool = False, fio: str = "fio", timeout: float | None = None) -> Run:
+    """Run one fio job on ``path`` and return it as a :class:`Run`.
+
+    ``rw``: read | write | randread | randwrite. ``bs`` bytes per operation, ``iodepth`` operations
+    in flight per job, ``numjobs`` jobs (threads in cardbench's names). ``size``: the most bytes
+    the run moves (per job); ``area``: the bytes it addresses from ``offset`` (default ``size``).
+    ``runtime``: the most seconds (``time_based`` keeps going until then, wrapping the area).
+    """
+    cmd = fio_command(path, rw, bs, iodepth, numjobs, size, runtime, area=area, offset=offset,
+                      time_based=time_based, ioengine=ioengine, direct=direct, end_fsync=end_fsync,
+                      fio=fio)
+    if timeout is None:
+        timeout = (runtime or 600) * 3 + 60
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DeviceFault(f"{path}: fio did not finish within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        raise DeviceFault(f"{path}: fio failed: {_first_error(proc.stderr or proc.stdout)}")
+    run = parse_fio_json(proc.stdout, rw)
+    run.extra["fio_command"] = " ".join(cmd[1:])
+    try:
+        run.extra["fio_version"] = fio_version(fio)
+    except Exception:  # pragma: no cover - version is informative only
+        pass
+    return run
+
+
+def _first_error(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() or ln.startswith("fio:"):
+            return ln
+    return lines[0] if lines else "no output"
+
+
+def _load(doc: str | bytes | dict) -> dict:
+    if isinstance(doc, dict):
+        return doc
+    if isinstance(doc, bytes):
+        doc = doc.decode("utf-8", "replace")
+    # fio may print notes ("fio: ...") before the JSON document
+    start = doc.find("{")
+    if start < 0:
+        raise ValueError("no JSON document in fio output")
+    return json.loads(doc[start:])
+
+
+def _pct_key(p: float) -> str:
+    return f"{p:.6f}"
+
+
+def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
+    """Turn fio's ``--output-format=json`` into a Run (all jobs of the document added up).
+
+    ``rw`` picks the side ("read"/"randread" -> read, "write"/"randwrite" -> write); by default
+    the side that moved bytes. Latency percentiles come from ``clat_ns`` of the largest job.
+    """
+    d = _load(doc)
+    jobs = d.get("jobs") or []
+    if not jobs:
+        raise ValueError("fio JSON has no jobs")
+    for j in jobs:
+        if j.get("error"):
+            raise DeviceFault(f"fio job {j.get('jobname')!r} failed with error {j['error']}")
+    if rw is not None:
+        side = "write" if "write" in rw else "read"
+    else:
+        side = "write" if sum(j["write"]["io_bytes"] for j in jobs) > sum(j["read"]["io_bytes"] for j in jobs) \
+            else "read"
+    parts = [j[side] for j in jobs]
+    total_bytes = sum(int(p["io_bytes"]) for p in parts)
+    total_ios = sum(int(p.get("total_ios", 0)) for p in parts)
+    runtime_ms = max(float(p.get("runtime", 0)) for p in parts)
+    main = max(parts, key=lambda p: int(p["io_bytes"]))
+    clat = main.get("clat_ns") or {}
+    pct = clat.get("percentile") or {}
+    lat: dict[str, float] | None = None
+    if pct:
+        lat = {}
+        for p in PERCENTILES:
+            v = pct.get(_pct_key(p))
+            if v is not None:
+                lat[f"p{p:g}"] = float(v) / 1e9
+        if "max" in clat:
+            lat["max"] = float(clat["max"]) / 1e9
+    extra: dict[str, Any] = {
+        "fio_bw_bytes": sum(float(p.get("bw_bytes", 0)) for p in parts),
+        "fio_iops": sum(float(p.get("iops", 0)) for p in parts),
+        "fio_runtime_ms": runtime_ms,
+        "latency_source": "fio clat_ns (histogram)",
+        "clat_mean_s": float(clat.get("mean", 0.0)) / 1e9 if clat else None,
+    }
+    if main.get("slat_ns"):
+        extra["slat_mean_s"] = float(main["slat_ns"].get("mean", 0.0)) / 1e9
+    if d.get("fio version"):
+        extra["fio_version"] = d["fio version"]
+    jopts = jobs[0].get("job options") or {}
+    if jopts:
+        extra["fio_job_options"] = jopts
+    return Run(bytes=total_bytes, seconds=runtime_ms / 1000.0, ops=total_ios, latency_s=lat, extra=extra)
+
+

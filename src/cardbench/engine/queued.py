@@ -1,0 +1,573 @@
+"""The queued engine: many operations in flight at once (queue depth 1..256).
+
+Two backends behind the same ``submit``/``reap`` calls:
+
+``io_uring`` (default where the kernel allows it)
+    A minimal io_uring written against the raw system calls (``io_uring_setup`` and
+    ``io_uring_enter`` through ctypes, the rings mmap'd into Python), no extra package.
+    ``submit`` writes a submission entry into the shared ring; the kernel gets the queued
+    entries at the next ``reap`` (one ``io_uring_enter`` submits them and waits for
+    completions), so a steady loop costs one system call per batch. Each operation's
+    ``submitted`` time is taken just before the system call that handed it to the kernel and
+    ``completed`` just after the call that returned it, like fio's completion latency.
+
+    Memory ordering: on x86-64 (TSO) the rings are read and written with plain loads and
+    stores, as liburing does there. On other architectures the ring is only used with
+    ``IORING_SETUP_DEFER_TASKRUN`` (Linux 6.1+), where the kernel posts completions in our own
+    thread during ``io_uring_enter``, so no user-space barrier is needed; without it the thread
+    pool is used instead.
+
+``threads`` (fallback)
+    ``queue_depth`` worker threads doing ``os.preadv``/``os.pwritev`` (they release the GIL).
+    Used where io_uring is missing (kernel < 5.6), disabled (``kernel.io_uring_disabled``,
+    seccomp in containers) or not safe to drive from Python on this architecture.
+
+``bench/engine_vs_fio.py`` measures both against fio; io_uring is the faster one here
+(see the module ``BACKEND_NOTE``). ``QueuedEngine(queue_depth, backend="threads")`` forces the
+fallback.
+
+A ring with ``IORING_SETUP_SINGLE_ISSUER`` belongs to the thread that opened it: call ``open``,
+``submit`` and ``reap`` from one thread (create one engine per thread).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import queue
+import struct
+import threading
+import time
+from collections import deque
+
+from cardbench.engine.base import Completion, IoOp, open_fd, os_error
+from cardbench.errors import UsageError
+
+MAX_QUEUE_DEPTH = 256
+
+BACKEND_NOTE = (
+    "io_uring is the default: on a virtio disk (2 cores) random 4 KiB QD32 reads ran at "
+    "~0.9x fio with io_uring and ~0.35x with the thread pool (bench/engine_vs_fio.py)"
+)
+
+# --- io_uring ABI (include/uapi/linux/io_uring.h) -------------------------------------------
+
+_SYS_IO_URING_SETUP = 425   # the same number on every architecture with the unified table
+_SYS_IO_URING_ENTER = 426
+
+_IORING_SETUP_CLAMP = 1 << 4
+_IORING_SETUP_SUBMIT_ALL = 1 << 7
+_IORING_SETUP_COOP_TASKRUN = 1 << 8
+_IORING_SETUP_SINGLE_ISSUER = 1 << 12
+_IORING_SETUP_DEFER_TASKRUN = 1 << 13
+
+_IORING_FEAT_SINGLE_MMAP = 1 << 0
+_IORING_FEAT_NODROP = 1 << 1
+_IORING_FEAT_RW_CUR_POS = 1 << 3     # 5.6: IORING_OP_READ / IORING_OP_WRITE exist too
+
+_IORING_ENTER_GETEVENTS = 1 << 0
+
+_IORING_OFF_SQ_RING = 0
+_IORING_OFF_CQ_RING = 0x8000000
+_IORING_OFF_SQES = 0x10000000
+
+_IORING_OP_FSYNC = 3
+_IORING_OP_READ = 22
+_IORING_OP_WRITE = 23
+
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
+
+# struct io_uring_params: 10 x u32, then io_sqring_offsets and io_cqring_offsets (40 B each)
+_PARAMS = struct.Struct("<10I" + "7IIQ" + "7IIQ")
+# struct io_uring_sqe (64 B): opcode flags ioprio fd off addr len rw_flags user_data buf_index
+# personality splice_fd_in addr3 pad
+_SQE = struct.Struct("<BBHiQQIiQHHiQQ")
+_CQE = struct.Struct("<QiI")
+
+# Architectures whose loads and stores are not reordered against each other (TSO): rings can
+# be read without fences. Elsewhere only DEFER_TASKRUN rings are used (see module docstring).
+_TSO_MACHINES = {"x86_64", "amd64", "i386", "i686"}
+_UNIFIED_SYSCALLS = _TSO_MACHINES | {"aarch64", "arm64", "armv7l", "armv6l", "riscv64", "ppc64le", "ppc64",
+                                     "s390x", "loongarch64"}
+
+_libc = None
+_SETUP_FLAGS: int | None = None
+
+
+def _syscall():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc.syscall
+
+
+class RingUnavailable(OSError):
+    """io_uring cannot be used here (kernel, sysctl, seccomp, architecture)."""
+
+
+class _Ring:
+    """A raw io_uring: setup, mmap'd rings, enter. No locking: one thread only."""
+
+    def __init__(self, entries: int) -> None:
+        machine = platform.machine().lower()
+        if machine not in _UNIFIED_SYSCALLS:
+            raise RingUnavailable(errno.ENOSYS, f"io_uring not wired for {machine}")
+        syscall = _syscall()
+        base = _IORING_SETUP_CLAMP | _IORING_SETUP_SUBMIT_ALL
+        tries = [base | _IORING_SETUP_SINGLE_ISSUER | _IORING_SETUP_DEFER_TASKRUN]
+        if machine in _TSO_MACHINES:
+            tries += [base | _IORING_SETUP_COOP_TASKRUN, base, _IORING_SETUP_CLAMP]
+        if _SETUP_FLAGS is not None:        # for experiments (bench/engine_vs_fio.py --ring-flags)
+            tries = [_SETUP_FLAGS]
+        fd = -1
+        err = 0
+        for flags in tries:
+            params = bytearray(_PARAMS.size)
+            struct.pack_into("<3I", params, 0, 0, 0, flags)
+            cparams = (ctypes.c_char * len(params)).from_buffer(params)
+            fd = syscall(_SYS_IO_URING_SETUP, ctypes.c_uint(entries), cparams)
+            if fd >= 0:
+                self.setup_flags = flags
+                break
+            err = ctypes.get_errno()
+            del cparams
+            if err != errno.EINVAL:
+                break
+        if fd < 0:
+            raise RingUnavailable(err, f"io_uring_setup: {os.strerror(err)}")
+        self.fd = fd
+        try:
+            p = _PARAMS.unpack_from(params)
+            del cparams
+            sq_entries, cq_entries, _flags, _cpu, _idle, features = p[0:6]
+            sq_off = p[10:19]
+            cq_off = p[19:28]
+            if not features & _IORING_FEAT_RW_CUR_POS or not features & _IORING_FEAT_NODROP:
+                raise RingUnavailable(errno.ENOSYS, "io_uring too old (needs Linux 5.6+)")
+            self.features = features
+            self.sq_entries = sq_entries
+            self.cq_entries = cq_entries
+            sq_size = sq_off[6] + sq_entries * 4            # array offset + u32 per entry
+            cq_size = cq_off[5] + cq_entries * _CQE.size    # cqes offset + 16 B per entry
+            prot = mmap.PROT_READ | mmap.PROT_WRITE
+            flags = mmap.MAP_SHARED | _MAP_POPULATE
+            if features & _IORING_FEAT_SINGLE_MMAP:
+                size = max(sq_size, cq_size)
+                self.sq_map = mmap.mmap(fd, size, flags, prot, offset=_IORING_OFF_SQ_RING)
+                self.cq_map = self.sq_map
+            else:
+                self.sq_map = mmap.mmap(fd, sq_size, flags, prot, offset=_IORING_OFF_SQ_RING)
+                self.cq_map = mmap.mmap(fd, cq_size, flags, prot, offset=_IORING_OFF_CQ_RING)
+            self.sqes = mmap.mmap(fd, sq_entries * _SQE.size, flags, prot, offset=_IORING_OFF_SQES)
+            self.sq32 = memoryview(self.sq_map).cast("I")
+            self.cq32 = memoryview(self.cq_map).cast("I")
+            self.sq_head_i = sq_off[0] // 4
+            self.sq_tail_i = sq_off[1] // 4
+            self.sq_mask = self.sq32[sq_off[2] // 4]
+            self.cq_head_i = cq_off[0] // 4
+            self.cq_tail_i = cq_off[1] // 4
+            self.cq_mask = self.cq32[cq_off[2] // 4]
+            self.cqes_off = cq_off[5]
+            arr = sq_off[6] // 4
+            for i in range(sq_entries):            # identity map: SQE i sits in array slot i
+                self.sq32[arr + i] = i
+            self.sq_tail = self.sq32[self.sq_tail_i]
+        except BaseException:
+            self.close()
+            raise
+        self._enter = syscall
+
+    def sq_space(self) -> int:
+        return self.sq_entries - (self.sq_tail - self.sq32[self.sq_head_i])
+
+    def enter(self, to_submit: int, min_complete: int) -> None:
+        """Submit ``to_submit`` queued entries and wait for ``min_complete`` completions."""
+        fd = self.fd
+        while True:
+            r = self._enter(_SYS_IO_URING_ENTER, fd, to_submit, min_complete, _IORING_ENTER_GETEVENTS,
+                            None, 0)
+            if r >= 0:
+                return
+            e = ctypes.get_errno()
+            if e == errno.EINTR:
+                # whatever was consumed is reflected in the SQ head; submit the rest
+                to_submit = self.sq_tail - self.sq32[self.sq_head_i]
+                continue
+            if e in (errno.EAGAIN, errno.EBUSY):
+                # the kernel is short of memory or the CQ is backed up: harvest, then retry
+                return
+            raise OSError(e, os.strerror(e))
+
+    def close(self) -> None:
+        for name in ("sq32", "cq32"):
+            mv = getattr(self, name, None)
+            if mv is not None:
+                mv.release()
+                setattr(self, name, None)
+        for name in ("sqes", "cq_map", "sq_map"):
+            m = getattr(self, name, None)
+            if m is not None and not m.closed:
+                m.close()
+        if getattr(self, "fd", -1) >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _probe_io_uring() -> str | None:
+    """None if a ring can be set up here, else the reason why not."""
+    try:
+        r = _Ring(1)
+    except (OSError, AttributeError) as e:
+        return str(e)
+    r.close()
+    return None
+
+
+_PROBE: list = []
+
+
+def io_uring_available() -> tuple[bool, str | None]:
+    """(usable, reason if not). Probed once per process."""
+    if not _PROBE:
+        _PROBE.append(_probe_io_uring())
+    reason = _PROBE[0]
+    return reason is None, reason
+
+
+class QueuedEngine:
+    """Up to ``queue_depth`` operations in flight; io_uring, or a thread pool where it is missing.
+
+    ``backend``: "auto" (io_uring if it works, else threads), "io_uring" or "threads".
+    After ``open`` the chosen backend is in ``self.backend``.
+    """
+
+    name = "queued"
+
+    def __init__(self, queue_depth: int = 32, backend: str = "auto") -> None:
+        if not isinstance(queue_depth, int) or not 1 <= queue_depth <= MAX_QUEUE_DEPTH:
+            raise UsageError(f"queue depth must be 1..{MAX_QUEUE_DEPTH}, got {queue_depth!r}")
+        if backend not in ("auto", "io_uring", "threads"):
+            raise UsageError(f"unknown queued backend {backend!r} (auto, io_uring or threads)")
+        self.queue_depth = queue_depth
+        self.requested_backend = backend
+        self.backend: str | None = None
+        self.backend_reason: str | None = None
+        self.fd: int | None = None
+        self.path = ""
+        self.direct = False
+        self._impl: _UringImpl | _ThreadImpl | None = None
+
+    def open(self, path: str, *, write: bool, direct: bool = True, create: bool = False) -> None:
+        self.path = path
+        self.fd, self.direct = open_fd(path, write=write, direct=direct, create=create)
+        try:
+            self._impl = self._make_impl()
+        except BaseException:
+            os.close(self.fd)
+            self.fd = None
+            raise
+
+    def _make_impl(self):
+        assert self.fd is not None
+        if self.requested_backend in ("auto", "io_uring"):
+            try:
+                impl = _UringImpl(self.fd, self.path, self.queue_depth)
+                self.backend = "io_uring"
+                return impl
+            except RingUnavailable as e:
+                if self.requested_backend == "io_uring":
+                    from cardbench.errors import EnvironmentMissing
+                    raise EnvironmentMissing(f"io_uring is not usable here: {e.strerror or e}") from None
+                self.backend_reason = f"io_uring unavailable ({e.strerror or e}); using a thread pool"
+        self.backend = "threads"
+        return _ThreadImpl(self.fd, self.path, self.queue_depth)
+
+    def submit(self, op: IoOp) -> None:
+        """Queue ``op``; the kernel gets it at the next ``reap`` (or now, if the queue is full)."""
+        assert self._impl is not None, "engine not open"
+        self._impl.submit(op)
+
+    def reap(self, min_complete: int = 1) -> list[Completion]:
+        """Hand queued operations to the kernel and wait until ``min_complete`` (capped at what is
+        in flight) have completed; returns every completion available."""
+        assert self._impl is not None, "engine not open"
+        return self._impl.reap(min_complete)
+
+    def pending(self) -> int:
+        """Operations submitted and not yet reaped."""
+        return self._impl.pending() if self._impl else 0
+
+    def drain(self) -> list[Completion]:
+        """Wait for everything in flight; returns the completions."""
+        out: list[Completion] = []
+        while self.pending():
+            out.extend(self.reap(self.pending()))
+        return out
+
+    def sync(self) -> None:
+        """fsync the target (after the operations in flight finish; their completions stay reapable)."""
+        assert self.fd is not None and self._impl is not None
+        self._impl.wait_idle()
+        try:
+            os.fsync(self.fd)
+        except OSError as e:
+            raise os_error(e, self.path) from None
+
+    def close(self) -> None:
+        """Wait for operations in flight (the kernel may still be writing into their buffers), then
+        release the ring and close the file."""
+        impl, self._impl = self._impl, None
+        try:
+            if impl is not None:
+                impl.close()
+        finally:
+            if self.fd is not None:
+                fd, self.fd = self.fd, None
+                os.close(fd)
+
+    def __enter__(self) -> "QueuedEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _UringImpl:
+    def __init__(self, fd: int, path: str, queue_depth: int) -> None:
+        self.fd = fd
+        self.path = path
+        self.ring = _Ring(queue_depth)
+        self.depth = self.ring.sq_entries       # power of two >= queue_depth
+        self.slots_free = list(range(self.depth - 1, -1, -1))
+        self.slot_op: list[IoOp | None] = [None] * self.depth
+        self.slot_t: list[float] = [0.0] * self.depth
+        self.unsent: list[int] = []              # slots written into the SQ, not yet entered
+        self.inflight = 0                        # entered, not completed
+        self.done: list[Completion] = []         # completed, not yet handed out
+        self.addr: dict[int, tuple[object, object, int]] = {}
+        self.error: Exception | None = None
+
+    def _address(self, buf) -> tuple[int, int]:
+        """(address, size) of a buffer; the buffer is kept referenced (so mapped) while cached."""
+        ent = self.addr.get(id(buf))
+        if ent is not None and ent[0] is buf:
+            return ent[2], ent[3]
+        try:
+            c = ctypes.c_char.from_buffer(buf)
+            a = ctypes.addressof(c)
+            size = memoryview(buf).nbytes
+        except TypeError:
+            if isinstance(buf, bytes):   # read-only bytes can be written from
+                c = ctypes.c_char_p(buf)
+                a = ctypes.cast(c, ctypes.c_void_p).value
+                size = len(buf)
+            else:
+                raise
+        if len(self.addr) > 4096 and not self.inflight and not self.unsent:
+            self.addr.clear()
+        self.addr[id(buf)] = (buf, c, a, size)
+        return a, size
+
+    def submit(self, op: IoOp) -> None:
+        ring = self.ring
+        if not self.slots_free or ring.sq_space() <= 0:
+            self._wait(1)        # full: make room, keep the completions for the next reap
+        kind = op.kind
+        if kind == "read":
+            opcode = _IORING_OP_READ
+        elif kind == "write":
+            opcode = _IORING_OP_WRITE
+        else:
+            raise ValueError(f"unknown operation {kind!r}")
+        addr, size = self._address(op.buf)
+        if not 0 < op.length <= size:
+            raise ValueError(f"operation length {op.length} does not fit its {size}-byte buffer")
+        slot = self.slots_free.pop()
+        tail = ring.sq_tail
+        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) * 64, opcode, 0, 0, self.fd, op.offset,
+                       addr, op.length, 0, slot, 0, 0, 0, 0, 0)
+        ring.sq_tail = tail + 1
+        ring.sq32[ring.sq_tail_i] = (tail + 1) & 0xFFFFFFFF
+        self.slot_op[slot] = op
+        self.unsent.append(slot)
+
+    def _wait(self, min_complete: int) -> None:
+        """Enter the kernel: submit what is queued, wait, harvest completions into ``done``."""
+        ring = self.ring
+        unsent = self.unsent
+        n = len(unsent)
+        outstanding = self.inflight + n
+        want = min(min_complete, outstanding)
+        if n:
+            t = time.perf_counter()
+            st = self.slot_t
+            for s in unsent:
+                st[s] = t
+        try:
+            ring.enter(n, want)
+        except OSError as e:
+            raise os_error(e, self.path) from None
+        finally:
+            if n:
+                # the kernel consumed whatever the SQ head says
+                left = ring.sq_tail - ring.sq32[ring.sq_head_i]
+                sent = n - left
+                self.inflight += sent
+                self.unsent = unsent[sent:]
+        self._harvest()
+
+    def _harvest(self) -> None:
+        ring = self.ring
+        cq32 = ring.cq32
+        head = cq32[ring.cq_head_i]
+        tail = cq32[ring.cq_tail_i]
+        if head == tail:
+            return
+        now = time.perf_counter()
+        cq_map = ring.cq_map
+        mask = ring.cq_mask
+        off = ring.cqes_off
+        unpack = _CQE.unpack_from
+        slot_op = self.slot_op
+        slot_t = self.slot_t
+        free = self.slots_free
+        done = self.done
+        n = 0
+        while head != tail:
+            slot, res, _flags = unpack(cq_map, off + (head & mask) * 16)
+            head = (head + 1) & 0xFFFFFFFF
+            n += 1
+            op = slot_op[slot]
+            slot_op[slot] = None
+            free.append(slot)
+            if res < 0:
+                if self.error is None:
+                    e = -res
+                    self.error = os_error(OSError(e, os.strerror(e)), self.path)
+                continue
+            done.append(Completion(op, res, slot_t[slot], now))
+        cq32[ring.cq_head_i] = head
+        self.inflight -= n
+
+    def reap(self, min_complete: int = 1) -> list[Completion]:
+        if self.unsent or self.inflight:
+            # always enter: with DEFER_TASKRUN completions are only posted inside io_uring_enter
+            self._wait(max(0, min_complete - len(self.done)))
+        if self.error is not None:
+            err, self.error = self.error, None
+            self.done = []
+            raise err
+        done, self.done = self.done, []
+        return done
+
+    def pending(self) -> int:
+        return self.inflight + len(self.unsent) + len(self.done)
+
+    def wait_idle(self) -> None:
+        while self.inflight or self.unsent:
+            self._wait(self.inflight + len(self.unsent))
+
+    def close(self) -> None:
+        try:
+            stuck = 0
+            while (self.inflight or self.unsent) and stuck < 3:
+                before = (self.inflight, len(self.unsent))
+                try:
+                    self._wait(self.inflight + len(self.unsent))
+                except Exception:
+                    pass   # an I/O error while draining: keep draining the rest
+                stuck = stuck + 1 if (self.inflight, len(self.unsent)) == before else 0
+        finally:
+            self.done = []
+            self.addr.clear()
+            self.ring.close()
+
+
+class _ThreadImpl:
+    """``depth`` threads each doing one blocking preadv/pwritev at a time."""
+
+    def __init__(self, fd: int, path: str, queue_depth: int) -> None:
+        self.fd = fd
+        self.path = path
+        self.depth = queue_depth
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.results: deque = deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.outstanding = 0           # submitted, not reaped
+        self.running = 0               # submitted, not completed
+        self.threads = [threading.Thread(target=self._worker, name=f"cardbench-io-{i}", daemon=True)
+                        for i in range(queue_depth)]
+        for t in self.threads:
+            t.start()
+
+    def _worker(self) -> None:
+        fd = self.fd
+        jobs = self.jobs
+        results = self.results
+        cond = self.cond
+        perf = time.perf_counter
+        while True:
+            op = jobs.get()
+            if op is None:
+                return
+            mv = memoryview(op.buf)[: op.length]
+            t0 = perf()
+            try:
+                if op.kind == "write":
+                    n = os.pwritev(fd, [mv], op.offset)
+                else:
+                    n = os.preadv(fd, [mv], op.offset)
+                item = Completion(op, n, t0, perf())
+            except OSError as e:
+                item = os_error(e, self.path)
+            finally:
+                mv.release()
+            with cond:
+                results.append(item)
+                self.running -= 1
+                cond.notify()
+
+    def submit(self, op: IoOp) -> None:
+        if op.kind not in ("read", "write"):
+            raise ValueError(f"unknown operation {op.kind!r}")
+        with self.cond:
+            self.outstanding += 1
+            self.running += 1
+        self.jobs.put(op)
+
+    def reap(self, min_complete: int = 1) -> list[Completion]:
+        with self.cond:
+            want = min(min_complete, self.outstanding)
+            while len(self.results) < want:
+                self.cond.wait()
+            items = list(self.results)
+            self.results.clear()
+            self.outstanding -= len(items)
+        out: list[Completion] = []
+        err = None
+        for it in items:
+            if isinstance(it, Exception):
+                err = err or it
+            else:
+                out.append(it)
+        if err is not None:
+            raise err
+        return out
+
+    def pending(self) -> int:
+        return self.outstanding
+
+    def wait_idle(self) -> None:
+        with self.cond:
+            while self.running:
+                self.cond.wait()
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.jobs.put(None)
+        for t in self.threads:
+            t.join()

@@ -1,0 +1,325 @@
+"""The classic card test on a directory: ``run_directory(path, RunOptions(...)) -> Result``.
+
+Order: check the target, take its lock, remove files a killed run left, choose the size,
+``seq_write`` (one warm-up file, then ``runs`` fresh files, each timed through fsync),
+``cold_read`` (the warm-up file, then each run's file, cold and verified), plausibility checks,
+and every test file removed, also on error, Ctrl-C and SIGTERM. On failure the exception
+carries the partial result (``exc.result``, ``complete=False``) so it can be stored as such.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+
+from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
+from cardbench.patterns import Pattern
+from cardbench.progress import NullProgress, ProgressReporter
+from cardbench.result import Card, Reader, Result, TestResult, now_iso
+from cardbench.target import DirTarget, sweep_leftovers
+from cardbench.units import MiB, fmt_size
+from cardbench.workloads.files import BLOCK, read_file, write_file
+
+#: one timed run should last about this long when the size is chosen automatically
+TARGET_RUN_SECONDS = 3.0
+MIN_AUTO_SIZE = 1 * MiB
+MAX_AUTO_SIZE = 1024 * MiB
+#: never fill more than this fraction of the free space
+FREE_SPACE_SHARE = 0.8
+
+
+@dataclass
+class RunOptions:
+    """What `cardbench run DIRECTORY` does; every CLI flag has its field here."""
+
+    size: int | None = None          # bytes per file; None: adapt to the card
+    runs: int = 3
+    warmup: int = 1
+    block: int = BLOCK
+    direct: bool = True
+    card: Card = field(default_factory=Card)
+    reader: Reader = field(default_factory=Reader)
+    label: str | None = None
+    progress: ProgressReporter = field(default_factory=NullProgress)
+
+    def validate(self) -> None:
+        if self.runs < 1:
+            raise UsageError(f"--runs must be at least 1, got {self.runs}")
+        if self.runs > 1000:
+            raise UsageError(f"--runs must be at most 1000, got {self.runs}")
+        if self.warmup < 0:
+            raise UsageError(f"warm-up runs cannot be negative, got {self.warmup}")
+        if self.size is not None and self.size < 4096:
+            raise UsageError(f"--size must be at least 4 kB, got {self.size} B")
+        if self.block < 4096 or self.block % 4096:
+            raise UsageError("the block size must be a multiple of 4 KiB")
+
+
+def _tag() -> int:
+    return random.getrandbits(63) | 1
+
+
+def choose_size(target: DirTarget, run_id: str, opts: RunOptions) -> tuple[int, dict]:
+    """Start small and grow until a probe write lasts >= 0.5 s; size one run to ~3 s of the
+    measured rate, capped by free space. Returns (size, how it was chosen)."""
+    files = opts.runs + opts.warmup
+    cap = int(target.free_now() * FREE_SPACE_SHARE / files) // MiB * MiB
+    if cap < MIN_AUTO_SIZE:
+        raise TargetError(f"{target.path}: too little free space ({fmt_size(target.free_now())}) "
+                          f"for {files} test files of at least {fmt_size(MIN_AUTO_SIZE)}")
+    probe = MIN_AUTO_SIZE
+    rate = None
+    probes = []
+    while True:
+        path = target.test_file(run_id, f"probe{len(probes)}")
+        try:
+            run, _ = write_file(path, probe, Pattern(_tag()), block=min(opts.block, probe), direct=opts.direct)
+        finally:
+            _unlink(path)
+        probes.append({"bytes": run.bytes, "seconds": run.seconds})
+        rate = run.bytes_per_s
+        if run.seconds >= 0.5 or probe * 4 > min(cap, MAX_AUTO_SIZE):
+            break
+        probe *= 4
+    size = int(rate * TARGET_RUN_SECONDS) // MiB * MiB
+    size = max(MIN_AUTO_SIZE, min(size, MAX_AUTO_SIZE, cap))
+    return size, {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS}
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        pass
+
+
+def _lock(target: DirTarget):
+    """The target's lock (another cardbench on the same filesystem refuses)."""
+    from cardbench.devices.lock import target_lock
+    return target_lock(f"fs:{os.stat(target.path).st_dev}", wait=False, what=target.path)
+
+
+def run_directory(path: str, opts: RunOptions | None = None) -> Result:
+    """Run seq_write and cold_read on a directory of a mounted card and return the result."""
+    opts = opts or RunOptions()
+    opts.validate()
+    target = DirTarget.open(path)
+    result = Result(target=target.to_dict(), card=opts.card, reader=opts.reader)
+    if opts.label and not result.card.label:
+        result.card.label = opts.label
+    _identify(target, result)
+    files: list[str] = []
+    try:
+        with _lock(target):
+            removed = sweep_leftovers(target.path)
+            if removed:
+                result.warnings.append(f"removed {len(removed)} test file(s) left by an interrupted run")
+            _run_tests(target, result, opts, files)
+    except BaseException as e:
+        result.complete = False
+        for t in result.tests:
+            if t.runs and len(t.runs) < opts.runs:
+                t.complete = False
+        if isinstance(e, KeyboardInterrupt):
+            err: BaseException = Interrupted("interrupted; test files removed")
+        else:
+            err = e
+        result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
+        result.finished_at = now_iso()
+        err.result = result  # type: ignore[attr-defined]
+        if err is e:
+            raise
+        raise err from None
+    finally:
+        for f in files:
+            _unlink(f)
+    result.finished_at = now_iso()
+    _check(result)
+    return result
+
+
+def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[str]) -> None:
+    if opts.size is None:
+        size, how = choose_size(target, result.id, opts)
+    else:
+        size, how = opts.size, {"auto": False}
+        need = size * (opts.runs + opts.warmup)
+        free = target.free_now()
+        if need > free * FREE_SPACE_SHARE:
+            raise TargetError(f"{target.path}: too little free space: {opts.runs + opts.warmup} files of "
+                              f"{fmt_size(size)} need {fmt_size(need)}, {fmt_size(free)} free "
+                              f"(at most {FREE_SPACE_SHARE:.0%} is used)")
+    common = {"engine": "sync", "file_bytes": size, "size_choice": how, "runs": opts.runs,
+              "warmup_runs": opts.warmup, "filesystem": target.fstype, "data": "incompressible (PCG64 pool), "
+              "each 512 B sector tagged with run and position"}
+    wtest = TestResult(name="seq_write", method=dict(common))
+    result.tests.append(wtest)
+    written: list[tuple[str, Pattern, bool]] = []
+    for i in range(opts.warmup + opts.runs):
+        warm = i < opts.warmup
+        path = target.test_file(result.id, f"w{i}")
+        files.append(path)
+        pattern = Pattern(_tag())
+        label = "seq_write warm-up" if warm else f"seq_write run {i - opts.warmup + 1}/{opts.runs}"
+        with opts.progress.task(label, size) as advance:
+            run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct, progress=advance)
+        wtest.method.update(method)
+        (wtest.warmup if warm else wtest.runs).append(run)
+        written.append((path, pattern, warm))
+    rtest = TestResult(name="cold_read", method=dict(common))
+    result.tests.append(rtest)
+    bad_sectors = 0
+    for n, (path, pattern, warm) in enumerate(written):
+        label = "cold_read warm-up" if warm else f"cold_read run {n - opts.warmup + 1}/{opts.runs}"
+        with opts.progress.task(label, size) as advance:
+            run, method, counts = read_file(path, pattern, block=opts.block, direct=opts.direct, progress=advance)
+        rtest.method.update({k: v for k, v in method.items() if k != "resident_fraction_before"})
+        rtest.method.setdefault("resident_fraction_before", [])
+        rtest.method["resident_fraction_before"].append(method["resident_fraction_before"])
+        if method["resident_fraction_before"] > 0:
+            rtest.warnings.append(f"{method['resident_fraction_before']:.0%} of a test file was still in the page "
+                                  "cache before reading; O_DIRECT reads bypass it, but say so")
+        (rtest.warmup if warm else rtest.runs).append(run)
+        bad_sectors += counts.bad
+        if counts.bad:
+            rtest.warnings.append(
+                f"{counts.bad} of {counts.ok + counts.bad} sectors read back wrong in {'warm-up' if warm else 'run'} "
+                f"file ({counts.zero} zero, {counts.overwritten} overwritten by other positions, "
+                f"{counts.corrupted + counts.foreign} corrupted): the card loses data")
+        _unlink(path)
+    if bad_sectors:
+        result.warnings.append(f"data integrity: {bad_sectors} sectors read back wrong; see cold_read warnings")
+
+
+def _identify(target: DirTarget, result: Result) -> None:
+    """Fill card and reader identity from the block device under the directory, where known."""
+    if not target.device:
+        return
+    try:
+        from cardbench.devices import identify
+    except ImportError:
+        return
+    try:
+        identify(target.device, result.card, result.reader)
+    except CardbenchError:
+        pass
+    except OSError:
+        pass
+
+
+def _check(result: Result) -> None:
+    """Plausibility and path ceilings (cardbench.verdicts)."""
+    try:
+        from cardbench.verdicts import check_result
+    except ImportError:
+        return
+    check_result(result)
+
+
+# --- block devices --------------------------------------------------------------------------
+
+@dataclass
+class DeviceOptions:
+    """What `cardbench run DEVICE` does. Read-only unless ``destructive`` (and confirmed)."""
+
+    runs: int = 3
+    warmup: int = 1
+    positions: int = 16              # raw_read/raw_write samples spread over the device
+    sample: int | None = None        # bytes per sample; None: a sweep lasts ~3 s
+    access_seconds: float = 2.0      # raw_access duration per run
+    destructive: bool = False
+    preserve: bool = False
+    confirm: str | None = None
+    journal_dir: str | None = None
+    card: Card = field(default_factory=Card)
+    reader: Reader = field(default_factory=Reader)
+    label: str | None = None
+    progress: ProgressReporter = field(default_factory=NullProgress)
+
+    def validate(self) -> None:
+        if not 1 <= self.runs <= 1000:
+            raise UsageError(f"--runs must be between 1 and 1000, got {self.runs}")
+        if not 1 <= self.positions <= 1000:
+            raise UsageError(f"--positions must be between 1 and 1000, got {self.positions}")
+        if self.preserve and not self.destructive:
+            raise UsageError("--preserve only makes sense with --destructive (read-only tests write nothing)")
+
+
+def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
+    """raw_read (sampled over the whole device), raw_access (4 KiB random reads, QD1) and, only
+    with ``destructive`` and the safety rules passed, raw_write (sampled like raw_read)."""
+    from cardbench.devices import get_device
+    from cardbench.devices.lock import target_lock
+    from cardbench.workloads import raw
+
+    opts = opts or DeviceOptions()
+    opts.validate()
+    dev = get_device(path)
+    result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
+                            "transport": dev.transport, "model": dev.model}, card=opts.card, reader=opts.reader)
+    if opts.label and not result.card.label:
+        result.card.label = opts.label
+    _identify_device(dev, result)
+    preserver = None
+    try:
+        if opts.destructive:
+            from cardbench.devices.safety import check_destructive, confirm
+            check_destructive(dev)
+            confirm(dev, opts.confirm)
+        with target_lock(f"dev:{dev.path}", wait=False, what=dev.path):
+            sample = opts.sample or raw.auto_sample(dev.path, opts.positions)
+            common = {"engine": "sync", "io": "O_DIRECT", "block_size": raw.BLOCK, "queue_depth": 1,
+                      "positions": opts.positions, "sample_bytes": sample, "runs": opts.runs,
+                      "warmup_runs": opts.warmup}
+            rtest = TestResult(name="raw_read", method=dict(common))
+            result.tests.append(rtest)
+            for i in range(opts.warmup + opts.runs):
+                with opts.progress.task(f"raw_read sweep {i + 1}/{opts.warmup + opts.runs}",
+                                        sample * opts.positions) as adv:
+                    run = raw.sampled_sweep(dev.path, "read", count=opts.positions, sample=sample, progress=adv)
+                (rtest.warmup if i < opts.warmup else rtest.runs).append(run)
+            atest = TestResult(name="raw_access", method={"engine": "sync", "io": "O_DIRECT", "block_size": 4096,
+                                                         "queue_depth": 1, "pattern": "uniform random over the device",
+                                                         "duration_s": opts.access_seconds, "runs": opts.runs})
+            result.tests.append(atest)
+            for i in range(opts.warmup + opts.runs):
+                run = raw.random_access(dev.path, duration=opts.access_seconds)
+                (atest.warmup if i < opts.warmup else atest.runs).append(run)
+            if opts.destructive:
+                wtest = TestResult(name="raw_write", method=dict(common, preserve=opts.preserve,
+                                                                 sync="fsync after each sample"))
+                result.tests.append(wtest)
+                if opts.preserve:
+                    from cardbench.devices.preserve import Preserver
+                    preserver = Preserver(dev.path, opts.journal_dir)
+                for i in range(opts.warmup + opts.runs):
+                    with opts.progress.task(f"raw_write sweep {i + 1}/{opts.warmup + opts.runs}",
+                                            sample * opts.positions) as adv:
+                        run = raw.sampled_sweep(dev.path, "write", count=opts.positions, sample=sample,
+                                                pattern=Pattern(_tag()), preserve=preserver, progress=adv)
+                    (wtest.warmup if i < opts.warmup else wtest.runs).append(run)
+    except BaseException as e:
+        result.complete = False
+        err: BaseException = Interrupted("interrupted; the device was left as it was" if not preserver else
+                                         "interrupted; preserved regions restored") \
+            if isinstance(e, KeyboardInterrupt) else e
+        result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
+        result.finished_at = now_iso()
+        err.result = result  # type: ignore[attr-defined]
+        if err is e:
+            raise
+        raise err from None
+    finally:
+        if preserver is not None:
+            preserver.restore()
+    result.finished_at = now_iso()
+    _check(result)
+    return result
+
+
+def _identify_device(dev, result: Result) -> None:
+    from cardbench.devices import identify
+    identify(dev, result.card, result.reader)

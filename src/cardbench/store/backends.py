@@ -1,0 +1,260 @@
+"""The two databases a store can live in: a SQLite file (stdlib) and PostgreSQL (psycopg 3).
+
+A backend hides only what differs between them: connecting, placeholders, transactions,
+auto-numbered ids, catalogue queries and which errors are worth a retry. SQL in the store is
+written once, with ``?`` placeholders and portable syntax (``ON CONFLICT ... DO UPDATE``,
+``||``, ``COALESCE``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from cardbench.errors import StoreError
+from cardbench.store.schema import APP, SQLITE_APPLICATION_ID, TABLES
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: How long a writer waits for another one before giving up (SQLite busy timeout).
+BUSY_TIMEOUT_S = 30.0
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0].strip()
+
+
+def redact_url(url: str) -> str:
+    """postgresql://user:secret@host/db -> postgresql://user:***@host/db (for messages)."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+class Backend:
+    kind: str = ""
+    location: str = ""
+    error_types: tuple[type[BaseException], ...] = ()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        """Run an INSERT into a table with an ``id`` primary key and return the new id."""
+        raise NotImplementedError
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        raise NotImplementedError
+        yield
+
+    def lock_for_migration(self) -> None:
+        """Inside a transaction: keep other processes from migrating at the same time."""
+
+    def table_names(self) -> set[str]:
+        raise NotImplementedError
+
+    def column_names(self, table: str) -> set[str]:
+        raise NotImplementedError
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return False
+
+    def _has_our_versions(self) -> bool:
+        """schema_version is empty (being created) or holds cardbench's rows."""
+        total, ours = self.execute("SELECT COUNT(*), SUM(CASE WHEN app = ? THEN 1 ELSE 0 END) FROM schema_version",
+                                   (APP,))[0]
+        return not total or bool(ours)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SQLiteBackend(Backend):
+    """A SQLite file in WAL mode with a busy timeout, so two writers both get their turn."""
+
+    kind = "sqlite"
+    error_types = (sqlite3.Error,)
+
+    def __init__(self, path: str | Path):
+        p = Path(path).expanduser()
+        self.path = p
+        self.location = str(p)
+        if p.is_dir():
+            raise StoreError(f"cannot open results database {p}: it is a directory")
+        if not p.parent.is_dir():
+            raise StoreError(f"cannot open results database {p}: directory {p.parent} does not exist")
+        existing = p.exists() and p.stat().st_size > 0
+        if existing:
+            try:
+                with open(p, "rb") as f:
+                    head = f.read(len(SQLITE_MAGIC))
+            except OSError as e:
+                raise StoreError(f"cannot read results database {p}: {e.strerror or first_line(e)}") from None
+            if head != SQLITE_MAGIC:
+                raise StoreError(f"{p} is not a SQLite database (not a cardbench results file); "
+                                 "choose another path with --db")
+        try:
+            self.conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open results database {p}: {first_line(e)}") from None
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            if existing:
+                # Read-only look first: a foreign database must be left exactly as it was.
+                self.check_not_foreign()
+            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode and str(mode[0]).lower() != "wal":
+                raise StoreError(f"results database {p}: cannot switch to WAL journal mode (got {mode[0]})")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as e:
+            self.conn.close()
+            raise StoreError(f"cannot open results database {p}: {first_line(e)}") from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def check_not_foreign(self) -> None:
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        names = self.table_names()
+        if app_id not in (0, SQLITE_APPLICATION_ID):
+            raise StoreError(f"{self.path} is a SQLite database of another program "
+                             f"(application id {app_id:#x}); choose another path with --db")
+        if names and "schema_version" not in names:
+            shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+            raise StoreError(f"{self.path} is a SQLite database of another program (tables {shown}); "
+                             "choose another path with --db")
+        if "schema_version" in names and not {"app", "version"} <= self.column_names("schema_version"):
+            raise StoreError(f"{self.path} has a schema_version table that is not cardbench's; "
+                             "choose another path with --db")
+        if "schema_version" in names and not self._has_our_versions():
+            raise StoreError(f"{self.path} has a schema_version table of another program; "
+                             "choose another path with --db")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.conn.execute(sql, tuple(params)).fetchall()
+
+    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        cur = self.conn.execute(sql, tuple(params))
+        return int(cur.lastrowid)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front (waiting up to the busy timeout), so two writers
+        # queue instead of failing with "database is locked" when a reader upgrades.
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def set_application_id(self) -> None:
+        self.conn.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
+
+    def table_names(self) -> set[str]:
+        rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                 "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
+        return {r[0] for r in rows}
+
+    def column_names(self, table: str) -> set[str]:
+        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresBackend(Backend):
+    """A PostgreSQL database (psycopg 3), tables in the connection's current schema."""
+
+    kind = "postgresql"
+    #: pg_advisory_xact_lock key for "cardbench migrating" (any fixed 64-bit number).
+    MIGRATION_LOCK = 0x43424E43_5354_4F52 & 0x7FFFFFFFFFFFFFFF
+
+    def __init__(self, url: str):
+        self.location = redact_url(url)
+        try:
+            import psycopg
+            import psycopg.errors
+        except ImportError:
+            raise StoreError("PostgreSQL support is not installed: pip install 'cardbench[postgres]'") from None
+        self.psycopg = psycopg
+        self.error_types = (psycopg.Error,)
+        try:
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as e:
+            raise StoreError(f"cannot connect to {self.location}: {first_line(e)}") from None
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    @staticmethod
+    def _params(params: Sequence[Any]) -> tuple:
+        # PostgreSQL text cannot hold NUL; documents are JSON (NUL escaped), so only index columns see this.
+        return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) else p for p in params)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        cur = self.conn.execute(self._sql(sql), self._params(params) if params else None)
+        return cur.fetchall() if cur.description is not None else []
+
+    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(self._sql(sql), [self._params(r) for r in rows])
+
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        cur = self.conn.execute(self._sql(sql) + " RETURNING id", self._params(params))
+        return int(cur.fetchone()[0])
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def lock_for_migration(self) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
+
+    def table_names(self) -> set[str]:
+        rows = self.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()
+        return {r[0] for r in rows}
+
+    def column_names(self, table: str) -> set[str]:
+        rows = self.conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s", (table,)).fetchall()
+        return {r[0] for r in rows}
+
+    def check_not_foreign(self) -> None:
+        names = self.table_names()
+        ours = set(TABLES) & names
+        if ours and "schema_version" not in names:
+            raise StoreError(f"{self.location} already has tables named {', '.join(sorted(ours))} that are not "
+                             "cardbench's; use another database or schema")
+        if "schema_version" in names and not {"app", "version"} <= self.column_names("schema_version"):
+            raise StoreError(f"{self.location} has a schema_version table that is not cardbench's; "
+                             "use another database or schema")
+        if "schema_version" in names and not self._has_our_versions():
+            raise StoreError(f"{self.location} has a schema_version table of another program; "
+                             "use another database or schema")
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        e = self.psycopg.errors
+        return isinstance(exc, (e.SerializationFailure, e.DeadlockDetected, e.UniqueViolation))
+
+    def close(self) -> None:
+        self.conn.close()

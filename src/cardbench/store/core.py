@@ -1,0 +1,459 @@
+"""The results store: save, find and read back results in SQLite or PostgreSQL.
+
+The whole result document is kept (``runs.document``) so ``get`` returns exactly what was saved;
+cards, readers, hosts, tests, samples and claims are kept beside it as rows to filter and join on.
+``save`` is one transaction: a process killed in the middle of it leaves no trace of that run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+from cardbench.errors import StoreError, UsageError
+from cardbench.result import SCHEMA as RESULT_SCHEMA
+from cardbench.result import Card, Reader, Result
+from cardbench.store import query as q
+from cardbench.store.backends import Backend, PostgresBackend, SQLiteBackend, first_line
+from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
+
+VERIFY_SCHEMA = "cardbench.verify/1"
+DEFAULT_FILENAME = "results.sqlite3"
+#: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
+SAVE_ATTEMPTS = 6
+
+
+def default_path() -> Path:
+    """platformdirs.user_data_dir("cardbench")/results.sqlite3 (the directory is created)."""
+    import platformdirs
+
+    d = Path(platformdirs.user_data_dir("cardbench"))
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot create {d} for the results database: {e.strerror or first_line(e)}") from None
+    return d / DEFAULT_FILENAME
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def open_store(url_or_path: str | os.PathLike | None = None) -> "Store":
+    """Open (creating and migrating as needed) a results store.
+
+    ``None``: the default SQLite file in the user data directory. A path or ``sqlite:///path``:
+    a SQLite file. ``postgresql://...`` / ``postgres://...``: a PostgreSQL database (needs
+    ``cardbench[postgres]``). Raises StoreError (one line) when the store cannot be used.
+    """
+    return Store(url_or_path)
+
+
+class Store:
+    """A results database. Use as a context manager or call ``close()``."""
+
+    def __init__(self, url_or_path: str | os.PathLike | None = None, *,
+                 _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
+        check_migrations(_migrations)
+        self._migrations = tuple(_migrations)
+        target = default_path() if url_or_path is None else url_or_path
+        text = os.fspath(target)
+        self.backend: Backend
+        if text.startswith(("postgresql://", "postgres://")):
+            self.backend = PostgresBackend(text)
+        elif text.startswith("sqlite:"):
+            path = text[len("sqlite:"):]
+            if path.startswith("///"):
+                path = path[2:]          # sqlite:///abs/path -> /abs/path ; sqlite:///rel -> /rel
+            elif path.startswith("//"):
+                raise UsageError(f"not a SQLite URL: {text!r} (use sqlite:///path/to/file)")
+            self.backend = SQLiteBackend(path)
+        elif "://" in text:
+            raise UsageError(f"unknown database URL {text!r} (use a file path, sqlite:///path or postgresql://...)")
+        else:
+            self.backend = SQLiteBackend(text)
+        self.url = self._db.location
+        try:
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (a path, or a URL with its password hidden)."""
+        return self.url
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.backend is not None:
+            try:
+                self._db.close()
+            finally:
+                self.backend = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Store {self._db.kind if self.backend else 'closed'} {self.url}>"
+
+    @property
+    def _db(self) -> Backend:
+        if self.backend is None:
+            raise StoreError("the results store is closed")
+        return self.backend
+
+    def _fail(self, action: str, exc: BaseException) -> StoreError:
+        return StoreError(f"results database {self.url}: {action} failed: {first_line(exc)}")
+
+    def _run(self, action: str, fn, *args, retry: bool = False):
+        db = self._db
+        attempts = SAVE_ATTEMPTS if retry else 1
+        for attempt in range(attempts):
+            try:
+                return fn(*args)
+            except db.error_types as e:
+                if attempt + 1 < attempts and db.is_retryable(e):
+                    time.sleep(0.01 * (2 ** attempt))
+                    continue
+                raise self._fail(action, e) from None
+
+    # -- schema ------------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        return self._run("reading the schema version", self._read_version)
+
+    def _read_version(self) -> int:
+        names = self._db.table_names()
+        if "schema_version" not in names:
+            return 0
+        rows = self._db.execute("SELECT MAX(version), COUNT(*) FROM schema_version WHERE app = ?", (APP,))
+        if not rows or rows[0][1] == 0:
+            total = self._db.execute("SELECT COUNT(*) FROM schema_version")[0][0]
+            if total:
+                raise StoreError(f"{self.url} has a schema_version table of another program; "
+                                 "choose another database")
+            return 0
+        return int(rows[0][0])
+
+    def _migrate(self) -> None:
+        latest = self._migrations[-1].version if self._migrations else 0
+        try:
+            version = self._read_version()
+            if version == latest:
+                return
+            if version > latest:
+                raise self._too_new(version, latest)
+            with self._db.transaction():
+                self._db.lock_for_migration()
+                self._db.check_not_foreign()
+                version = self._read_version()     # another process may have migrated meanwhile
+                if version > latest:
+                    raise self._too_new(version, latest)
+                if version == 0 and "schema_version" not in self._db.table_names():
+                    self._db.execute(SCHEMA_VERSION_DDL)
+                for m in self._migrations[version:]:
+                    for stmt in m.sql(self._db.kind):
+                        self._db.execute(stmt)
+                    self._db.execute(
+                        "INSERT INTO schema_version (app, version, description, applied_at) VALUES (?, ?, ?, ?)",
+                        (APP, m.version, m.description, _now_iso()))
+                if isinstance(self.backend, SQLiteBackend):
+                    self._db.set_application_id()
+        except self._db.error_types as e:
+            raise self._fail("preparing the schema", e) from None
+
+    def _too_new(self, version: int, latest: int) -> StoreError:
+        return StoreError(f"results database {self.url} has schema version {version}, newer than this "
+                          f"cardbench knows ({latest}); upgrade cardbench")
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def save(self, result: Result) -> str:
+        """Save (or replace, by id) a result in one transaction and return its id.
+
+        An incomplete result (``complete=False``) is stored and marked incomplete.
+        """
+        if not isinstance(result, Result):
+            raise UsageError(f"can only save a Result, not {type(result).__name__}")
+        doc = result.to_dict()
+        try:
+            text = json.dumps(doc, ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"result {result.id} cannot be stored as JSON: {first_line(e)}") from None
+        self._run(f"saving result {result.id}", self._save_tx, result, doc, text, retry=True)
+        return result.id
+
+    def _upsert_card(self, card: Card) -> int:
+        ident = card.identity()
+        self._db.execute(
+            "INSERT INTO cards (identity, name, brand, capacity_bytes, label, serial, model) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
+            "name = COALESCE(excluded.name, cards.name), brand = COALESCE(excluded.brand, cards.brand), "
+            "capacity_bytes = COALESCE(excluded.capacity_bytes, cards.capacity_bytes), "
+            "label = COALESCE(excluded.label, cards.label), model = COALESCE(excluded.model, cards.model)",
+            (ident, card.name, card.brand, card.capacity_bytes, card.label, card.serial, card.model))
+        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (ident,))[0][0])
+
+    def _upsert_reader(self, reader: Reader) -> int:
+        ident = reader.identity()
+        self._db.execute(
+            "INSERT INTO readers (identity, name, vendor_id, product_id, serial, link_speed_mbit, driver, transport) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
+            "name = COALESCE(excluded.name, readers.name), "
+            "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
+            "driver = COALESCE(excluded.driver, readers.driver), "
+            "transport = COALESCE(excluded.transport, readers.transport)",
+            (ident, reader.name, reader.vendor_id, reader.product_id, reader.serial, reader.link_speed_mbit,
+             reader.driver, reader.transport))
+        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (ident,))[0][0])
+
+    def _upsert_host(self, host: dict) -> int:
+        hostname = str(host.get("hostname") or "")
+        machine = str(host.get("machine") or "")
+        ident = f"{hostname or 'unknown'}|{machine}"
+        self._db.execute(
+            "INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (identity) DO UPDATE SET info = excluded.info",
+            (ident, hostname or None, machine or None, _dumps(host)))
+        return int(self._db.execute("SELECT id FROM hosts WHERE identity = ?", (ident,))[0][0])
+
+    def _delete_run(self, run_pk: int) -> None:
+        for table in ("samples", "claims", "tests"):
+            self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_pk,))
+        self._db.execute("DELETE FROM runs WHERE id = ?", (run_pk,))
+
+    def _save_tx(self, result: Result, doc: dict, text: str) -> None:
+        b = self._db
+        with b.transaction():
+            old = b.execute("SELECT id FROM runs WHERE result_id = ?", (result.id,))
+            if old:
+                self._delete_run(int(old[0][0]))
+            card_id = self._upsert_card(result.card)
+            reader_id = self._upsert_reader(result.reader)
+            host_id = self._upsert_host(result.host or {})
+            n_samples = sum(len(t.runs) + len(t.warmup) for t in result.tests)
+            run_pk = b.insert(
+                "INSERT INTO runs (result_id, card_id, reader_id, host_id, started_at, started_epoch, finished_at, "
+                "complete, source, error, tool_version, schema, n_tests, n_samples, document, saved_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (result.id, card_id, reader_id, host_id, result.started_at, q.epoch_of_iso(result.started_at),
+                 result.finished_at, int(bool(result.complete)), result.source, result.error,
+                 str((result.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(result.tests),
+                 n_samples, text, _now_iso()))
+            for pos, (t, td) in enumerate(zip(result.tests, doc["tests"])):
+                ci = td.get("ci95_bytes_per_s") or (None, None)
+                test_pk = b.insert(
+                    "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
+                    "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
+                    "x_rating, median_iops, limited_by, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_pk, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
+                     td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
+                     td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
+                     td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
+                rows = [(run_pk, test_pk, kind, i, int(r.bytes), float(r.seconds), r.ops, r.offset)
+                        for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, r in enumerate(runs)]
+                self._insert_samples(rows)
+            b.executemany(
+                "INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_pk, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
+                  _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(result.claims)])
+
+    def _insert_samples(self, rows: list[tuple]) -> None:
+        self._db.executemany(
+            "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def delete(self, run_id: str) -> None:
+        """Remove one run (exact id) and its rows."""
+        def tx():
+            with self._db.transaction():
+                old = self._db.execute("SELECT id FROM runs WHERE result_id = ?", (run_id,))
+                if not old:
+                    raise UsageError(f"no run with id {run_id!r} in {self.url}")
+                self._delete_run(int(old[0][0]))
+        self._run(f"deleting run {run_id}", tx, retry=True)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _rows_as_dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+        b = self._db
+        rows = b.execute(sql, tuple(params))
+        cols = [c.strip() for c in sql.split("SELECT", 1)[1].split("FROM", 1)[0].split(",")]
+        return [dict(zip(cols, r)) for r in rows]
+
+    def cards(self) -> list[dict]:
+        """Every card seen, as dicts (id, identity, name, brand, capacity_bytes, label, serial, model)."""
+        return self._run("reading cards", self._rows_as_dicts,
+                         "SELECT id, identity, name, brand, capacity_bytes, label, serial, model FROM cards ORDER BY id")
+
+    def readers(self) -> list[dict]:
+        return self._run("reading readers", self._rows_as_dicts,
+                         "SELECT id, identity, name, vendor_id, product_id, serial, link_speed_mbit, driver, transport "
+                         "FROM readers ORDER BY id")
+
+    def results(self, card: str | None = None, reader: str | None = None, since: Any = None, until: Any = None,
+                test: str | None = None, complete: bool | None = None, order_by: str | None = "started",
+                limit: int | None = None, source: str | None = None) -> list[Result]:
+        """Results matching every filter given (see ``cardbench.store.query`` for how they read)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if card:
+            ids = [c["id"] for c in self.cards() if q.card_matches(c, card)]
+            if not ids:
+                return []
+            where.append(f"r.card_id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        if reader:
+            ids = [c["id"] for c in self.readers() if q.reader_matches(c, reader)]
+            if not ids:
+                return []
+            where.append(f"r.reader_id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        if since is not None and since != "":
+            where.append("r.started_epoch >= ?")
+            params.append(q.parse_when(since, what="--since time"))
+        if until is not None and until != "":
+            where.append("r.started_epoch <= ?")
+            params.append(q.parse_when(until, what="--until time"))
+        if test:
+            if "*" in test:
+                where.append("EXISTS (SELECT 1 FROM tests t WHERE t.run_id = r.id AND t.name LIKE ? ESCAPE '!')")
+                params.append(test.replace("!", "!!").replace("%", "!%").replace("_", "!_").replace("*", "%"))
+            else:
+                where.append("EXISTS (SELECT 1 FROM tests t WHERE t.run_id = r.id AND t.name = ?)")
+                params.append(test)
+        if complete is not None:
+            where.append("r.complete = ?")
+            params.append(int(bool(complete)))
+        if source:
+            where.append("r.source = ?")
+            params.append(source)
+        sql = "SELECT r.document FROM runs r"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY r.started_epoch, r.id"
+        rows = self._run("reading results", self._db.execute, sql, params)
+        out = [self._load(r[0]) for r in rows]
+        out = q.sort_results(out, order_by)
+        return out[:limit] if limit is not None else out
+
+    def _load(self, text: str) -> Result:
+        try:
+            return Result.from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreError(f"results database {self.url}: a stored result cannot be read: {first_line(e)}") from None
+
+    def get(self, run_id: str) -> Result:
+        """The result with this id (or a unique prefix of at least 4 characters of it)."""
+        run_id = str(run_id).strip()
+        rows = self._run("reading a result", self._db.execute,
+                         "SELECT document FROM runs WHERE result_id = ?", (run_id,))
+        if not rows and len(run_id) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in run_id):
+            rows = self._run("reading a result", self._db.execute,
+                             "SELECT document FROM runs WHERE result_id LIKE ?", (run_id.lower() + "%",))
+            if len(rows) > 1:
+                raise UsageError(f"run id prefix {run_id!r} matches {len(rows)} runs; give more of it")
+        if not rows:
+            raise UsageError(f"no run with id {run_id!r} in {self.url}")
+        return self._load(rows[0][0])
+
+    def count(self) -> int:
+        return int(self._run("counting runs", self._db.execute, "SELECT COUNT(*) FROM runs")[0][0])
+
+    def check(self) -> list[str]:
+        """Consistency problems (empty when fine): every run's rows agree with its document."""
+        problems: list[str] = []
+        rows = self._run("checking", self._db.execute,
+                         "SELECT r.id, r.result_id, r.n_tests, r.n_samples, r.document, "
+                         "(SELECT COUNT(*) FROM tests t WHERE t.run_id = r.id), "
+                         "(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id) FROM runs r")
+        for pk, rid, n_tests, n_samples, doc, got_tests, got_samples in rows:
+            res = self._load(doc)
+            want_samples = sum(len(t.runs) + len(t.warmup) for t in res.tests)
+            if res.id != rid:
+                problems.append(f"run {rid}: document id is {res.id}")
+            if (n_tests, got_tests) != (len(res.tests),) * 2:
+                problems.append(f"run {rid}: {got_tests} test rows, document has {len(res.tests)}")
+            if (n_samples, got_samples) != (want_samples,) * 2:
+                problems.append(f"run {rid}: {got_samples} sample rows, document has {want_samples}")
+        orphans = self._run("checking", self._db.execute,
+                            "SELECT COUNT(*) FROM samples s WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id)")
+        if orphans[0][0]:
+            problems.append(f"{orphans[0][0]} sample rows belong to no run")
+        return problems
+
+    # -- fake-capacity verdicts ----------------------------------------------------------------
+
+    def save_verify(self, doc: dict) -> str:
+        """Save a ``cardbench.verify/1`` document (fake-capacity verdict); returns its id.
+
+        The document's ``card`` / ``reader`` (dicts as in a result) link it to cards and readers;
+        a missing ``id`` is given one (in the stored copy; the caller's dict is not changed).
+        """
+        if not isinstance(doc, dict) or doc.get("schema") != VERIFY_SCHEMA:
+            got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+            raise UsageError(f"not a {VERIFY_SCHEMA} document (schema={got!r})")
+        doc = dict(doc)
+        doc.setdefault("id", uuid.uuid4().hex)
+        try:
+            text = json.dumps(doc, ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"verify document cannot be stored as JSON: {first_line(e)}") from None
+        created = doc.get("finished_at") or doc.get("started_at") or doc.get("created_at")
+
+        def tx():
+            b = self._db
+            with b.transaction():
+                b.execute("DELETE FROM verify_results WHERE verify_id = ?", (str(doc["id"]),))
+                card_id = self._upsert_card(Card.from_dict(doc.get("card"))) if doc.get("card") else None
+                reader_id = self._upsert_reader(Reader.from_dict(doc.get("reader"))) if doc.get("reader") else None
+                b.execute("INSERT INTO verify_results (verify_id, card_id, reader_id, created_at, created_epoch, "
+                          "verdict, schema, document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (str(doc["id"]), card_id, reader_id, created, q.epoch_of_iso(created),
+                           _text(doc.get("verdict")), VERIFY_SCHEMA, text, _now_iso()))
+        self._run("saving a verify result", tx, retry=True)
+        return str(doc["id"])
+
+    def verify_results(self, card: str | None = None, reader: str | None = None) -> list[dict]:
+        """Stored verify documents, oldest first, optionally for matching cards / readers."""
+        where, params = [], []
+        if card:
+            ids = [c["id"] for c in self.cards() if q.card_matches(c, card)]
+            if not ids:
+                return []
+            where.append(f"card_id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        if reader:
+            ids = [c["id"] for c in self.readers() if q.reader_matches(c, reader)]
+            if not ids:
+                return []
+            where.append(f"reader_id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        sql = "SELECT document FROM verify_results"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_epoch, id"
+        rows = self._run("reading verify results", self._db.execute, sql, params)
+        return [json.loads(r[0]) for r in rows]
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else _dumps(v)

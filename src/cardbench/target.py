@@ -1,0 +1,149 @@
+"""Targets: what is tested. A directory on a mounted filesystem, or a block device.
+
+``DirTarget.open(path)`` checks everything a file test needs before a byte is written (exists, is
+a directory, writable, not read-only, free space) and finds the filesystem and the block device
+under it, so results carry the identity of the card. Test files carry the recognisable name
+``cardbench-test-<run>-<what>.tmp``; ``sweep_leftovers`` removes those left by a killed run.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass, field
+
+from cardbench.errors import TargetError, UsageError
+
+TEST_FILE_PREFIX = "cardbench-test-"
+TEST_FILE_RE = re.compile(r"^cardbench-test-[0-9a-f]{8,32}-[a-z0-9_.-]+\.tmp$")
+
+
+@dataclass
+class Mount:
+    mountpoint: str
+    fstype: str
+    source: str
+    dev: str            # "major:minor"
+    options: list[str] = field(default_factory=list)
+
+
+def mount_of(path: str) -> Mount | None:
+    """The mount holding ``path`` (longest matching mount point in /proc/self/mountinfo)."""
+    real = os.path.realpath(path)
+    best: Mount | None = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.readlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        parts = left.split()
+        rparts = right.split()
+        if len(parts) < 6 or len(rparts) < 2:
+            continue
+        mp = parts[4].encode().decode("unicode_escape")
+        if real == mp or real.startswith(mp.rstrip("/") + "/") or mp == "/":
+            if best is None or len(mp) >= len(best.mountpoint):
+                best = Mount(mountpoint=mp, fstype=rparts[0], source=rparts[1], dev=parts[2],
+                             options=parts[5].split(",") + (rparts[2].split(",") if len(rparts) > 2 else []))
+    return best
+
+
+def block_device_of(mount: Mount | None) -> str | None:
+    """/dev path of the block device behind a mount, when there is one (not for tmpfs, FUSE...)."""
+    if mount is None:
+        return None
+    sys_dev = f"/sys/dev/block/{mount.dev}"
+    if not os.path.exists(sys_dev):
+        return None
+    name = os.path.basename(os.path.realpath(sys_dev))
+    dev = f"/dev/{name}"
+    return dev if os.path.exists(dev) else None
+
+
+@dataclass
+class DirTarget:
+    """A directory on a mounted filesystem, checked and ready for file tests."""
+
+    path: str
+    fstype: str | None
+    mountpoint: str | None
+    device: str | None
+    free_bytes: int
+    block_size: int
+
+    @classmethod
+    def open(cls, path: str) -> "DirTarget":
+        """Check ``path`` and describe it; raises TargetError/UsageError with one line."""
+        if not path:
+            raise UsageError("no target given")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise TargetError(f"{path}: no such directory") from None
+        except PermissionError:
+            raise TargetError(f"{path}: permission denied") from None
+        except OSError as e:
+            raise TargetError(f"{path}: {e.strerror}") from None
+        if stat.S_ISBLK(st.st_mode):
+            raise UsageError(f"{path} is a block device; file tests need a directory on a mounted filesystem")
+        if not stat.S_ISDIR(st.st_mode):
+            raise TargetError(f"{path} is not a directory (give a directory on the mounted card)")
+        vfs = os.statvfs(path)
+        if vfs.f_flag & os.ST_RDONLY:
+            raise TargetError(f"{path}: the filesystem is mounted read-only")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise TargetError(f"{path}: no permission to write here")
+        # a real probe: permissions can lie (root on a read-only bind, ACLs, full inode table)
+        try:
+            fd, probe = tempfile.mkstemp(prefix=TEST_FILE_PREFIX + "00000000-probe", suffix=".tmp", dir=path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise TargetError(f"{path}: the filesystem is full") from None
+            if e.errno == errno.EROFS:
+                raise TargetError(f"{path}: the filesystem is read-only") from None
+            raise TargetError(f"{path}: cannot create a test file ({e.strerror})") from None
+        m = mount_of(path)
+        return cls(path=os.path.abspath(path), fstype=m.fstype if m else None,
+                   mountpoint=m.mountpoint if m else None, device=block_device_of(m),
+                   free_bytes=vfs.f_bavail * vfs.f_frsize, block_size=vfs.f_bsize)
+
+    def free_now(self) -> int:
+        vfs = os.statvfs(self.path)
+        return vfs.f_bavail * vfs.f_frsize
+
+    def test_file(self, run_id: str, what: str) -> str:
+        return os.path.join(self.path, f"{TEST_FILE_PREFIX}{run_id[:16]}-{what}.tmp")
+
+    def to_dict(self) -> dict:
+        return {"kind": "directory", "path": self.path, "filesystem": self.fstype, "mountpoint": self.mountpoint,
+                "device": self.device, "free_bytes": self.free_bytes}
+
+
+def sweep_leftovers(directory: str) -> list[str]:
+    """Remove test files a killed run left in ``directory``; returns the names removed.
+
+    Call it only while holding the target's lock (cardbench.devices.lock), so that the files of
+    a run still in progress are never touched.
+    """
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if TEST_FILE_RE.match(name):
+            try:
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+    return removed

@@ -1,0 +1,164 @@
+"""Units at the edges: parse and format sizes, durations and rates.
+
+Inside cardbench every quantity is bytes, seconds or bytes per second (plain ints and floats).
+This module is the only place where MB (10^6 B), MiB (2^20 B) and the card makers' "X"
+(1X = 150,000 B/s, see README "Units") appear.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+MB = 1_000_000
+MiB = 1 << 20
+KB = 1_000
+KiB = 1 << 10
+GB = 1_000_000_000
+GiB = 1 << 30
+
+#: 1X as card makers define it: 150 kB/s, decimal (Kingston, Lexar, Crucial).
+X_BYTES_PER_S = 150_000
+#: The CD-ROM origin of "X" (75 sectors x 2048 B), shown only as an alternative reading.
+X_CDROM_BYTES_PER_S = 153_600
+
+
+class UnitError(ValueError):
+    """A size, rate or duration string that cannot be understood."""
+
+
+_SIZE_FACTORS = {
+    "": 1, "b": 1,
+    "k": KB, "kb": KB, "kib": KiB,
+    "m": MB, "mb": MB, "mib": MiB,
+    "g": GB, "gb": GB, "gib": GiB,
+    "t": 10**12, "tb": 10**12, "tib": 1 << 40,
+}
+
+_NUM = r"(?P<num>[0-9]+(?:[.,][0-9]+)?|[.,][0-9]+)"
+_SIZE_RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[a-zA-Z]*)\s*$")
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", "."))
+
+
+def parse_size(text: str | int, *, minimum: int = 1) -> int:
+    """Parse "16MB", "64MiB", "1.5 GB", "4096" (bytes) into bytes.
+
+    K/M/G/T without "i" are decimal (10^3...), KiB/MiB/GiB/TiB binary. Raises UnitError with
+    a one-line message a user can act on.
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"not a size: {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise UnitError(f"not a size: {text!r} (try 16MB, 64MiB or 1GB)")
+        unit = m.group("unit").lower()
+        if unit not in _SIZE_FACTORS:
+            raise UnitError(f"unknown size unit {m.group('unit')!r} in {text!r} (use B, kB, MB, GB, KiB, MiB, GiB)")
+        number = _number(m.group("num"))
+        value = number * _SIZE_FACTORS[unit]
+        if not math.isfinite(value) or value > 2**62:
+            raise UnitError(f"size too large: {text!r}")
+        if value != int(value) and unit in ("", "b"):
+            raise UnitError(f"a size in bytes must be whole: {text!r}")
+        value = int(round(value))
+    if value < minimum:
+        raise UnitError(f"size must be at least {minimum} B, got {text!r}")
+    return value
+
+
+_RATE_RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[a-zA-Z]*(?:/s|ps)?|x)\s*$", re.IGNORECASE)
+
+
+def parse_rate(text: str | float) -> float:
+    """Parse "4.9MB/s", "20 MiB/s", "133x", "1e6" (bytes/s) into bytes per second."""
+    if isinstance(text, bool):
+        raise UnitError(f"not a rate: {text!r}")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _RATE_RE.match(str(text))
+        if not m:
+            raise UnitError(f"not a rate: {text!r} (try 4.9MB/s, 20MiB/s or 133x)")
+        unit = m.group("unit").lower().removesuffix("/s").removesuffix("ps")
+        number = _number(m.group("num"))
+        if unit == "x":
+            value = number * X_BYTES_PER_S
+        elif unit in _SIZE_FACTORS:
+            value = number * _SIZE_FACTORS[unit]
+        else:
+            raise UnitError(f"unknown rate unit {m.group('unit')!r} in {text!r} (use MB/s, MiB/s or x)")
+    if not math.isfinite(value) or value <= 0:
+        raise UnitError(f"rate must be a positive number, got {text!r}")
+    return value
+
+
+def parse_duration(text: str | float) -> float:
+    """Parse "10", "10s", "250ms", "2m" into seconds (> 0)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.match(rf"^\s*{_NUM}\s*(?P<unit>ms|s|m|min|h)?\s*$", str(text), re.IGNORECASE)
+        if not m:
+            raise UnitError(f"not a duration: {text!r} (try 10s or 250ms)")
+        factor = {"ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[
+            (m.group("unit") or "s").lower() if m.group("unit") else None]
+        value = _number(m.group("num")) * factor
+    if not math.isfinite(value) or value <= 0:
+        raise UnitError(f"duration must be positive, got {text!r}")
+    return value
+
+
+def x_rating(bytes_per_s: float) -> float:
+    """The card makers' X rating of a rate (1X = 150,000 B/s)."""
+    return bytes_per_s / X_BYTES_PER_S
+
+
+# --- formatting -------------------------------------------------------------------------
+
+RATE_UNITS = {"MB/s": MB, "MiB/s": MiB, "kB/s": KB, "KiB/s": KiB, "GB/s": GB}
+
+
+def fmt_rate(bytes_per_s: float | None, unit: str = "MB/s", digits: int = 3) -> str:
+    """"4.897 MB/s"; always labelled. None prints as "n/a"."""
+    if bytes_per_s is None:
+        return "n/a"
+    return f"{bytes_per_s / RATE_UNITS[unit]:.{digits}f} {unit}"
+
+
+def rate_in(bytes_per_s: float, unit: str = "MB/s") -> float:
+    return bytes_per_s / RATE_UNITS[unit]
+
+
+def fmt_x(bytes_per_s: float | None, digits: int = 1) -> str:
+    if bytes_per_s is None:
+        return "n/a"
+    return f"{x_rating(bytes_per_s):.{digits}f}X"
+
+
+def fmt_size(n: int | float | None, binary: bool = False) -> str:
+    """"16.0 MB" (decimal) or "16.0 MiB" (binary); bytes under 1 kB as "512 B"."""
+    if n is None:
+        return "n/a"
+    base, names = (1024, ["B", "KiB", "MiB", "GiB", "TiB"]) if binary else (1000, ["B", "kB", "MB", "GB", "TB"])
+    value = float(n)
+    for name in names:
+        if abs(value) < base or name == names[-1]:
+            return f"{int(value)} B" if name == "B" else f"{value:.1f} {name}"
+        value /= base
+    raise AssertionError("unreachable")
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"

@@ -1,0 +1,54 @@
+"""Verdicts: what a result means against a label, the path's ceiling and other results.
+
+* :mod:`~cardbench.verdicts.labels`: ``parse_label(text) -> list[Claim]``, ``claims_from_ssr(fields)``,
+  ``label_register_mismatches(label_claims, fields)``;
+* :mod:`~cardbench.verdicts.claims`: ``judge(result, claims, ceilings=None) -> list[dict]``;
+* :mod:`~cardbench.verdicts.ceiling`: ``path_ceiling(reader) -> Ceiling | None``,
+  ``mark_limits(result, ceiling)``, ``plausibility(result)``;
+* :mod:`~cardbench.verdicts.readers`: ``reader_ceilings(results) -> list[dict]``.
+
+Figures come from the packaged ``data/ratings.toml`` (:mod:`~cardbench.verdicts.ratings`).
+:func:`check_result` runs the checks a finished run gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from cardbench.errors import UsageError
+from cardbench.result import Result
+from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, mark_limits, path_ceiling, plausibility)
+from cardbench.verdicts.claims import INDICATIVE_NOTE, judge
+from cardbench.verdicts.labels import Check, Claim, claims_from_ssr, label_register_mismatches, parse_label
+from cardbench.verdicts.readers import reader_ceilings
+
+__all__ = ["Ceiling", "Check", "Claim", "INDICATIVE_NOTE", "ceilings_for", "check_result", "claims_from_ssr",
+           "judge", "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling", "plausibility",
+           "reader_ceilings"]
+
+
+def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
+                 observed: list[Mapping[str, Any]] | None = None) -> None:
+    """The checks a finished run gets, in place: plausibility warnings, ceiling marks
+    (``limited_by``), and, when the card has a label, its claims judged into ``result.claims``.
+
+    ``ssr``: the decoded SD Status classes (see :func:`claims_from_ssr`), judged too (origin
+    "register") and compared with the label; ``observed``: reader_ceilings() over stored results.
+    A label that cannot be parsed becomes a result warning here (the CLI rejects it up front).
+    """
+    plausibility(result)
+    ceilings = ceilings_for(result, observed)
+    mark_limits(result, ceilings)
+    claims: list[Claim] = []
+    if result.card.label:
+        try:
+            claims = parse_label(result.card.label)
+        except UsageError as exc:
+            result.warnings.append(f"label not judged: {exc.message}")
+    register = claims_from_ssr(dict(ssr)) if ssr else []
+    if claims or register:
+        result.claims = judge(result, claims + register, ceilings)
+    if ssr and claims:
+        for finding in label_register_mismatches(claims, dict(ssr)):
+            if finding not in result.warnings:
+                result.warnings.append(finding)

@@ -1,0 +1,194 @@
+"""Which readers hold cards back: a ceiling inferred from many cards hitting the same wall.
+
+A reader (or its USB link) that limits reads shows as several *different* cards reading at the
+same top rate while their writes, which the reader does not limit, differ widely. The reference
+notes found exactly that in published tables that never flagged it (every card on a Pi 4 reading
+40.8-44.4 MB/s; standards peers notes, "Gaps" 1).
+
+For each reader (``result.reader.identity()``) and each card behind it (``card.identity()``),
+the card's figure in a direction is its best median over stored results: reads from
+``cold_read``/``raw_read``, writes from ``seq_write``/``raw_write``/``sustained_write``
+(incomplete tests and page-cache figures above 20 GB/s are left out). Then, per direction:
+
+* cluster: the largest set of cards whose figures lie within ``tolerance`` (3%) of each other
+  (max/min <= 1.03); ties go to the faster set. 3% is the brief's "within ~3%": it covers run-to-run
+  noise and figures printed to two digits (3.7 may be 3.75). Cards just outside it (within twice
+  the tolerance below) are named in the evidence but not counted;
+* ``none`` (no ceiling named): fewer than ``min_cards`` (3) cards measured, or no cluster of 3,
+  or at least as many cards faster than the cluster as in it;
+* ``likely``: a cluster of >= 3 cards, no card faster than it through this reader, and the
+  cluster's figures in the other direction differ widely (max/min >= ``spread``, 1.3): the
+  cards are different, the rate is the reader's;
+* ``possible``: a cluster of >= 3 cards, but some (fewer) cards are faster through the same reader
+  (a plateau, e.g. a transfer mode those cards share, not a hard limit of the reader), or the other
+  direction is unknown or alike (the cards may simply be alike).
+
+The ceiling named is the cluster's median.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict
+from typing import Any
+
+from cardbench.result import Card, Result
+from cardbench.units import MB
+from cardbench.verdicts.ceiling import memory_speed
+
+READ_TESTS = ("cold_read", "raw_read")
+WRITE_TESTS = ("seq_write", "raw_write", "sustained_write")
+TOLERANCE = 0.03
+MIN_CARDS = 3
+SPREAD = 1.3
+_RANK = {"likely": 2, "possible": 1, "none": 0}
+
+
+def _mbs(value: float) -> str:
+    return f"{value / MB:.3g} MB/s"
+
+
+def card_name(card: Card) -> str:
+    """A short name for a card in evidence text."""
+    name = " ".join(p for p in (card.brand, card.name) if p)
+    return name or card.model or card.label or card.identity()
+
+
+def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[str, dict[str, float]]]:
+    """Card names and best medians per direction: ({card_id: name}, {"read": {card_id: bps}, ...})."""
+    names: OrderedDict[str, str] = OrderedDict()
+    best: dict[str, dict[str, float]] = {"read": {}, "write": {}}
+    memory = memory_speed()
+    for result in results:
+        cid = result.card.identity()
+        for direction, tests in (("read", READ_TESTS), ("write", WRITE_TESTS)):
+            for test in result.tests:
+                if test.name not in tests or not test.complete:
+                    continue
+                median = test.median_bytes_per_s
+                if median is None or median <= 0 or median > memory:
+                    continue
+                names.setdefault(cid, card_name(result.card))
+                if median > best[direction].get(cid, 0.0):
+                    best[direction][cid] = median
+    return names, best
+
+
+def _cluster(values: dict[str, float], tolerance: float) -> list[str]:
+    """The largest set of keys whose values are within ``tolerance`` of each other (max/min);
+    ties go to the faster set."""
+    items = sorted(values.items(), key=lambda kv: kv[1])
+    best: list[str] = []
+    best_top = -1.0
+    j = 0
+    for i in range(len(items)):
+        # window [j, i]: the largest window ending at i
+        while items[i][1] > items[j][1] * (1 + tolerance) + 1e-9 * items[j][1]:
+            j += 1
+        window = [k for k, _ in items[j:i + 1]]
+        top = items[i][1]
+        if len(window) > len(best) or (len(window) == len(best) and top > best_top):
+            best, best_top = window, top
+    return best
+
+
+def _count(n: int) -> str:
+    return f"{n} card" if n == 1 else f"{n} cards"
+
+
+def _names(ids: list[str], names: dict[str, str], values: dict[str, float]) -> str:
+    return ", ".join(f"{names[i]} {_mbs(values[i])}" for i in sorted(ids, key=lambda k: values[k]))
+
+
+def find_ceiling(values: dict[str, float], other: dict[str, float], names: dict[str, str], direction: str,
+                 *, tolerance: float = TOLERANCE, min_cards: int = MIN_CARDS, spread: float = SPREAD) -> dict[str, Any]:
+    """One direction's finding for one reader (see the module docstring)."""
+    other_dir = "write" if direction == "read" else "read"
+    verb = {"read": "read", "write": "write"}[direction]
+    finding: dict[str, Any] = {"direction": direction, "ceiling_bytes_per_s": None, "cards_measured": len(values),
+                               "cards_at_ceiling": 0, "cards_above": 0, "confidence": "none", "members": [],
+                               "cluster_min_bytes_per_s": None, "cluster_max_bytes_per_s": None,
+                               "other_spread": None, "evidence": ""}
+    if len(values) < min_cards:
+        finding["evidence"] = (f"only {len(values)} card(s) with a {direction} figure through this reader; "
+                               f"naming a ceiling needs at least {min_cards}")
+        return finding
+    cluster = _cluster(values, tolerance)
+    lo, hi = min(values.values()), max(values.values())
+    if len(cluster) < min_cards:
+        finding["evidence"] = (f"no {min_cards} cards {verb} within {tolerance:.0%} of each other "
+                               f"({len(values)} cards, {_mbs(lo)} to {_mbs(hi)}): the cards differ, so the reader is "
+                               f"not what sets their {direction} rates")
+        return finding
+    c_vals = [values[k] for k in cluster]
+    c_lo, c_hi = min(c_vals), max(c_vals)
+    ceiling = statistics.median(c_vals)
+    above = [k for k in values if k not in cluster and values[k] > c_hi]
+    below_near = [k for k in values if k not in cluster and c_lo * (1 - 2 * tolerance) <= values[k] < c_lo]
+    others = [other[k] for k in cluster if k in other]
+    ratio = max(others) / min(others) if len(others) >= 2 and min(others) > 0 else None
+    finding.update(cluster_min_bytes_per_s=c_lo, cluster_max_bytes_per_s=c_hi, cards_at_ceiling=len(cluster),
+                   cards_above=len(above), members=[names[k] for k in cluster], other_spread=ratio)
+
+    span = _mbs(c_lo) if _mbs(c_lo) == _mbs(c_hi) else f"{_mbs(c_lo)[:-5]}-{_mbs(c_hi)}"
+    parts = [f"{len(cluster)} of {len(values)} cards {verb} at {span} (within {tolerance:.0%} of each other, "
+             f"median {_mbs(ceiling)})"]
+    if ratio is None:
+        parts[0] += f", but their {other_dir} figures are unknown, so they may simply be alike cards"
+    elif ratio >= spread:
+        parts[0] += (f", while their {other_dir}s range {_mbs(min(others))} to {_mbs(max(others))} "
+                     f"({ratio:.1f}x apart): different cards, one {direction} rate")
+    else:
+        parts[0] += (f", but their {other_dir}s are alike too ({_mbs(min(others))} to {_mbs(max(others))}, "
+                     f"{ratio:.2f}x), so they may simply be alike cards")
+    if above:
+        parts.append(f"{_count(len(above))} {verb if len(above) > 1 else verb + 's'} faster through the same reader "
+                     f"({_names(above, names, values)}), "
+                     "so it is not a hard limit of the reader: perhaps a transfer mode these cards share")
+    if below_near:
+        parts.append(f"{_count(len(below_near))} just below, outside the {tolerance:.0%} window "
+                     f"({_names(below_near, names, values)})")
+
+    if above and len(above) >= len(cluster):
+        confidence = "none"
+        parts.append("more cards are faster than the cluster than sit in it: no ceiling named")
+    elif above or ratio is None or ratio < spread:
+        confidence = "possible"
+    else:
+        confidence = "likely"
+    finding["confidence"] = confidence
+    if confidence != "none":
+        finding["ceiling_bytes_per_s"] = ceiling
+    finding["evidence"] = "; ".join(parts)
+    return finding
+
+
+def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_cards: int = MIN_CARDS,
+                    spread: float = SPREAD) -> list[dict[str, Any]]:
+    """Per reader, the probable read and write ceilings observed across stored results.
+
+    Each entry: ``identity``, ``name``, ``cards`` (distinct cards measured), then the strongest
+    finding (likely > possible > none; read first on a tie): ``ceiling_bytes_per_s`` (None when
+    none is named), ``direction``, ``cards_at_ceiling``, ``confidence`` ("likely" | "possible" |
+    "none") and ``evidence`` (in words); ``findings`` holds both directions' findings in full.
+    """
+    groups: OrderedDict[str, list[Result]] = OrderedDict()
+    for r in results:
+        groups.setdefault(r.reader.identity(), []).append(r)
+    out = []
+    for identity, group in groups.items():
+        name = next((r.reader.name for r in reversed(group) if r.reader.name), None) or identity
+        names, best = _best_figures(group)
+        findings = [find_ceiling(best["read"], best["write"], names, "read",
+                                 tolerance=tolerance, min_cards=min_cards, spread=spread),
+                    find_ceiling(best["write"], best["read"], names, "write",
+                                 tolerance=tolerance, min_cards=min_cards, spread=spread)]
+        top = max(findings, key=lambda f: _RANK[f["confidence"]])   # max keeps the first (read) on ties
+        evidence = top["evidence"]
+        if top["confidence"] == "none":
+            evidence = "; ".join(f"{f['direction']}: {f['evidence']}" for f in findings)
+        out.append({"identity": identity, "name": name, "cards": len(names),
+                    "ceiling_bytes_per_s": top["ceiling_bytes_per_s"], "direction": top["direction"],
+                    "cards_at_ceiling": top["cards_at_ceiling"], "confidence": top["confidence"],
+                    "evidence": evidence, "findings": findings})
+    return out

@@ -1,0 +1,239 @@
+"""File workloads: ``seq_write`` (a fresh file, timed through fsync) and ``cold_read`` (read back
+with the page cache out of the way, content checked).
+
+How the card is kept busy from the first byte: the file is written with O_DIRECT in 1 MiB
+requests, so every request goes to the card at once instead of filling the page cache first
+(the cp + sync method times page-cache fill + card and reads 0.93-0.997 of the true rate).
+The data for the next request is made by a helper thread while the current one is on the card.
+The final fsync (metadata, journal) is inside the timing. Where the filesystem refuses
+O_DIRECT, the file is written buffered with sync_file_range write-behind (the kernel starts
+writing each chunk at once) and fdatasync, and the method says so.
+
+Cold reads use O_DIRECT too; before each read the file's pages are dropped from the page
+cache (fsync + posix_fadvise DONTNEED) and mincore() confirms none is resident. The content is
+checked against the pattern in a helper thread, off the timed path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from cardbench.engine.base import aligned_buffer, open_fd, os_error
+from cardbench.errors import DeviceFault
+from cardbench.patterns import CheckCounts, Pattern
+from cardbench.result import Run
+
+Progress = Callable[[int], None]   # called with bytes just done
+
+BLOCK = 1 << 20
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_SFR_WRITE = 2
+_SFR_WAIT_BEFORE = 1
+_SFR_WAIT_AFTER = 4
+
+
+def _sync_file_range(fd: int, offset: int, nbytes: int, flags: int) -> None:
+    fn = _libc.sync_file_range
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    if fn(fd, offset, nbytes, flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def resident_fraction(path: str) -> float:
+    """Fraction of the file's pages in the page cache (mincore on a mapping of it)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0.0
+    page = mmap.PAGESIZE
+    npages = (size + page - 1) // page
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        mincore = _libc.mincore
+        mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        mmap_ = _libc.mmap
+        mmap_.restype = ctypes.c_void_p
+        mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        munmap = _libc.munmap
+        munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        addr = mmap_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            return 0.0
+        try:
+            vec = (ctypes.c_ubyte * npages)()
+            if mincore(addr, size, vec) != 0:
+                return 0.0
+            return sum(b & 1 for b in vec) / npages
+        finally:
+            munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def drop_cache(path: str) -> float:
+    """Push the file out of the page cache; returns the fraction still resident afterwards."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    left = resident_fraction(path)
+    if left > 0 and os.geteuid() == 0:
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")
+            left = resident_fraction(path)
+        except OSError:
+            pass
+    return left
+
+
+class _Filler:
+    """Makes pattern blocks ahead of the writer in a helper thread (a ring of aligned buffers)."""
+
+    def __init__(self, pattern: Pattern, size: int, block: int, depth: int = 3):
+        self.pattern, self.size, self.block = pattern, size, block
+        self.free: queue.Queue = queue.Queue()
+        self.ready: queue.Queue = queue.Queue()
+        self.buffers = [aligned_buffer(block) for _ in range(depth)]
+        for b in self.buffers:
+            self.free.put(b)
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        pos = 0
+        while pos < self.size and not self.stop:
+            buf = self.free.get()
+            if buf is None:
+                return
+            n = min(self.block, self.size - pos)
+            n_fill = (n + 511) // 512 * 512
+            self.pattern.fill(memoryview(buf)[:n_fill], pos)
+            self.ready.put((pos, n, buf))
+            pos += n
+
+    def close(self) -> None:
+        self.stop = True
+        self.free.put(None)
+        self.thread.join(timeout=5)
+        for b in self.buffers:
+            try:
+                b.close()
+            except BufferError:
+                pass
+
+
+def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, direct: bool = True,
+               progress: Progress | None = None) -> tuple[Run, dict]:
+    """Write a fresh file of ``size`` bytes of pattern data; time from the first write to the
+    end of fsync. Returns the run and the method actually used."""
+    fd, used_direct = open_fd(path, write=True, direct=direct, create=True)
+    filler = _Filler(pattern, size, block)
+    written = 0
+    try:
+        t0 = time.perf_counter()
+        while written < size:
+            pos, n, buf = filler.ready.get()
+            mv = memoryview(buf)
+            try:
+                if used_direct and n % 512:
+                    # the tail of a size that is not sector-aligned: finish it buffered
+                    os.close(fd)
+                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                    used_direct = False
+                done = os.pwritev(fd, [mv[:n]], pos)
+                if done != n:
+                    raise DeviceFault(f"{path}: short write ({done} of {n} bytes at {pos}): the card may be full")
+                if not used_direct:
+                    _sync_file_range(fd, pos, n, _SFR_WRITE)
+                    if pos >= 2 * block:
+                        _sync_file_range(fd, pos - 2 * block, block,
+                                         _SFR_WAIT_BEFORE | _SFR_WRITE | _SFR_WAIT_AFTER)
+            except OSError as e:
+                raise os_error(e, path) from None
+            finally:
+                mv.release()
+            filler.free.put(buf)
+            written += n
+            if progress:
+                progress(n)
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise os_error(e, path) from None
+        seconds = time.perf_counter() - t0
+    finally:
+        filler.close()
+        os.close(fd)
+    method = {"io": "O_DIRECT" if used_direct else "buffered+sync_file_range", "block_size": block,
+              "queue_depth": 1, "sync": "fsync inside timing"}
+    return Run(bytes=size, seconds=seconds), method
+
+
+def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool = True,
+              progress: Progress | None = None) -> tuple[Run, dict, CheckCounts]:
+    """Read a file written by ``write_file`` cold: page cache dropped and checked, O_DIRECT,
+    content verified off the timed path. Returns the run, the method and the check counts."""
+    resident = drop_cache(path)
+    size = os.path.getsize(path)
+    fd, used_direct = open_fd(path, write=False, direct=direct)
+    bufs = [aligned_buffer(block) for _ in range(3)]
+    scratch = [bytearray(block) for _ in range(3)]
+    counts = CheckCounts()
+    futures: list = [None, None, None]
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cardbench-check")
+    try:
+        pos = 0
+        i = 0
+        t0 = time.perf_counter()
+        while pos < size:
+            slot = i % 3
+            if futures[slot] is not None:
+                counts.add(futures[slot].result())
+                futures[slot] = None
+            n = min(block, size - pos)
+            want = (n + 511) // 512 * 512 if used_direct else n
+            mv = memoryview(bufs[slot])
+            try:
+                got = os.preadv(fd, [mv[:want]], pos)
+            except OSError as e:
+                raise os_error(e, path) from None
+            finally:
+                mv.release()
+            if got < n:
+                raise DeviceFault(f"{path}: short read ({got} of {n} bytes at {pos})")
+            aligned_n = n // 512 * 512
+            if aligned_n:
+                futures[slot] = pool.submit(pattern.check, memoryview(bufs[slot])[:aligned_n], pos, scratch[slot])
+            pos += n
+            i += 1
+            if progress:
+                progress(n)
+        seconds = time.perf_counter() - t0
+        for f in futures:
+            if f is not None:
+                counts.add(f.result())
+    finally:
+        pool.shutdown(wait=True)
+        os.close(fd)
+        for b in bufs:
+            try:
+                b.close()
+            except BufferError:
+                pass
+    method = {"io": "O_DIRECT" if used_direct else "buffered after fadvise(DONTNEED)", "block_size": block,
+              "queue_depth": 1, "cache": "dropped (fsync + posix_fadvise DONTNEED), checked with mincore",
+              "resident_fraction_before": resident, "verified": True}
+    return Run(bytes=size, seconds=seconds, extra={"check": counts.to_dict()} if counts.bad else {}), method, counts

@@ -1,0 +1,63 @@
+"""Real parts for tests: loop devices, filesystems and the CLI in a child process, always cleaned up.
+
+A module with a unique name (not conftest) so test directories can import it without clashing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.geteuid() == 0
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def loop_device(size: int, directory: str | None = None, direct_io: bool = False):
+    """A loop device over a sparse file; detached and removed afterwards, whatever happens."""
+    d = tempfile.mkdtemp(prefix="cardbench-test-loop-", dir=directory)
+    img = os.path.join(d, "disk.img")
+    with open(img, "wb") as f:
+        f.truncate(size)
+    dev = None
+    try:
+        args = ["losetup", "-f", "--show"] + (["--direct-io=on"] if direct_io else []) + [img]
+        dev = sh(*args).stdout.strip()
+        yield dev
+    finally:
+        if dev:
+            sh("losetup", "-d", dev, check=False)
+        os.unlink(img)
+        os.rmdir(d)
+
+
+@contextlib.contextmanager
+def mounted(dev: str, fstype: str = "ext4", options: str | None = None):
+    """mkfs + mount in a temporary directory; unmounted afterwards, whatever happens."""
+    mkfs = {"ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]}[fstype]
+    sh(*mkfs, dev)
+    mnt = tempfile.mkdtemp(prefix="cardbench-test-mnt-")
+    mounted_ok = False
+    try:
+        sh("mount", *(["-o", options] if options else []), dev, mnt)
+        mounted_ok = True
+        yield mnt
+    finally:
+        if mounted_ok:
+            if sh("umount", mnt, check=False).returncode != 0:
+                sh("umount", "-l", mnt, check=False)
+        os.rmdir(mnt)
+
+
+
+def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real command line in a child process (as a user would)."""
+    env = dict(os.environ)
+    env.pop("CARDBENCH_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "cardbench", *args], capture_output=True, text=True,
+                          input=input, timeout=timeout, env=env)

@@ -1,0 +1,135 @@
+"""Test helpers shared by tests/store, tests/report and tests/importers.
+
+``make_result``: a realistic Result (seq_write + cold_read, optional raw_read positions and
+sustained_write curve). ``PostgresServer``: a throwaway PostgreSQL server in a temp dir, run as
+the ``postgres`` user on 127.0.0.1 with a random port and its unix socket in the data dir.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from cardbench.result import Card, Reader, Result, Run, TestResult
+
+MB = 1_000_000
+
+
+def make_result(brand="Lexar", capacity=48 * MB, label="4X", write_times=(41.2, 41.5, 41.6),
+                write_bytes=42 * MB, read_rate=3.6 * MB, read_runs=3, reader="Generic USB2 reader",
+                started_at="2024-05-01T10:00:00+00:00", complete=True, curves=False, serial=None,
+                warnings=(), limited_by=None, source="run", **kw) -> Result:
+    tests = [TestResult("seq_write", {"engine": "sync", "block_size": 1 << 20, "file_bytes": write_bytes,
+                                      "sync": "fsync"},
+                        runs=[Run(write_bytes, t) for t in write_times], warnings=list(warnings))]
+    if read_rate:
+        tests.append(TestResult("cold_read", {"engine": "sync", "block_size": 1 << 20, "cache": "dropped"},
+                                runs=[Run(write_bytes, write_bytes / (read_rate * (1 + 0.01 * i)))
+                                      for i in range(read_runs)], limited_by=limited_by))
+    if curves:
+        tests.append(TestResult(
+            "raw_read", {"engine": "sync", "block_size": 1 << 20},
+            runs=[Run(1 << 20, (1 << 20) / (read_rate * (1 - 0.3 * i / 20)), offset=i * capacity // 20)
+                  for i in range(20)],
+            extra={"positions": [[i * capacity // 20, read_rate * (1 - 0.3 * i / 20)] for i in range(20)]}))
+        tests.append(TestResult(
+            "sustained_write", {"engine": "sync", "block_size": 1 << 20},
+            runs=[Run(capacity // 2, capacity / 2 / (write_bytes / write_times[0]))],
+            extra={"curve": [[i * capacity // 40, (write_bytes / write_times[0]) * (1.3 if i < 5 else 0.8)]
+                             for i in range(1, 21)]}))
+    return Result(target={"kind": "directory", "path": "/mnt/card"},
+                  card=Card(brand=brand, capacity_bytes=capacity, label=label, serial=serial, name=kw.pop("name", None)),
+                  reader=Reader(name=reader), tests=tests, complete=complete, started_at=started_at,
+                  finished_at=None if not complete else started_at, source=source,
+                  error=None if complete else "interrupted", **kw)
+
+
+def find_pg_bin() -> Path | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
+            return Path(d)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """initdb + pg_ctl start as user postgres; ``stop()`` always kills it and removes the directory."""
+
+    def __init__(self, bindir: Path):
+        self.bindir = bindir
+        self.dir = Path(tempfile.mkdtemp(prefix="cbpg", dir="/tmp"))
+        self.data = self.dir / "data"
+        self.port = 0
+        self.started = False
+
+    def _as_postgres(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        cmd = list(args)
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def start(self) -> "PostgresServer":
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        r = self._as_postgres(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                              "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
+        if r.returncode != 0:
+            raise RuntimeError(f"initdb failed: {r.stderr.strip()[-500:]}")
+        for attempt in range(5):
+            self.port = _free_port()
+            opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=40")
+            r = self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
+                                  str(self.dir / "log"), "-w", "-t", "30", "start")
+            if r.returncode == 0:
+                self.started = True
+                return self
+        log = (self.dir / "log").read_text(errors="replace")[-800:] if (self.dir / "log").exists() else ""
+        raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-300:]} {log}")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def new_database(self) -> str:
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.url, autocommit=True) as c:
+            c.execute(f"CREATE DATABASE {name}")
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        try:
+            if self.started:
+                r = self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                                      "-w", "-t", "20", "stop", timeout=30)
+                if r.returncode != 0:
+                    self._kill_postmaster()
+        except Exception:
+            self._kill_postmaster()
+        finally:
+            self.started = False
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill_postmaster(self) -> None:
+        pidfile = self.data / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+        except (OSError, ValueError, IndexError):
+            pass

@@ -1,0 +1,152 @@
+"""`cardbench run DIRECTORY` end to end on a real loop-backed ext4 (issue: the classic card test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from realparts import loop_device, mounted, run_cli, sh
+
+from cardbench.result import SCHEMA, Result
+from cardbench.runner import RunOptions, run_directory
+from cardbench.units import MB
+
+
+def leftovers(mnt: str) -> list[str]:
+    return [n for n in os.listdir(mnt) if n.startswith("cardbench-")]
+
+
+def test_run_json_document(loop_ext4):
+    p = run_cli("run", loop_ext4, "--size", "4MB", "--runs", "3", "--json", "--no-save",
+                "--brand", "Lexar", "--capacity", "48MB", "--label", "4X")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == SCHEMA and doc["complete"] is True
+    assert [t["name"] for t in doc["tests"]] == ["seq_write", "cold_read"]
+    for t in doc["tests"]:
+        assert len(t["runs"]) == 3 and len(t["warmup"]) == 1
+        assert all(r["bytes"] == 4_000_000 and r["seconds"] > 0 for r in t["runs"])
+        rates = sorted(r["bytes"] / r["seconds"] for r in t["runs"])
+        assert t["median_bytes_per_s"] == pytest.approx(rates[1])
+        assert t["x_rating"] == pytest.approx(t["median_bytes_per_s"] / 150_000)
+        assert t["min_bytes_per_s"] <= t["median_bytes_per_s"] <= t["max_bytes_per_s"]
+        lo, hi = t["ci95_bytes_per_s"]
+        assert lo <= t["mean_bytes_per_s"] <= hi
+        assert isinstance(t["warnings"], list)
+        assert t["method"]["io"] == "O_DIRECT"
+    assert doc["card"]["brand"] == "Lexar" and doc["card"]["capacity_bytes"] == 48_000_000
+    assert doc["card"]["label"] == "4X"
+    assert doc["target"]["filesystem"] == "ext4"
+    assert Result.from_dict(doc).to_dict()["tests"] == doc["tests"]
+    assert leftovers(loop_ext4) == []
+
+
+def test_library_call_and_cold_read_checked(loop_ext4):
+    r = run_directory(loop_ext4, RunOptions(size=2 * MB, runs=2))
+    read = r.test("cold_read")
+    assert read.method["cache"].startswith("dropped")
+    assert all(f == 0 for f in read.method["resident_fraction_before"])
+    assert r.complete and leftovers(loop_ext4) == []
+
+
+def test_auto_size_grows_with_the_card(loop_ext4):
+    r = run_directory(loop_ext4, RunOptions(runs=1))
+    how = r.test("seq_write").method["size_choice"]
+    assert how["auto"] is True and len(how["probes"]) >= 1
+    # capped by free space: 2 files in a 256 MiB filesystem, at most 80% of it
+    assert r.test("seq_write").method["file_bytes"] <= 0.8 * 256 * 2**20 / 2
+    assert leftovers(loop_ext4) == []
+
+
+def test_stored_and_listed(loop_ext4, db_path):
+    p = run_cli("run", loop_ext4, "--size", "2MB", "--runs", "3", "--db", db_path, "--brand", "PNY",
+                "--capacity", "128MB")
+    assert p.returncode == 0, p.stderr
+    assert "MB/s" in p.stdout and "X" in p.stdout
+    p = run_cli("results", "--db", db_path, "--format", "csv")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 2 and "PNY" in lines[1]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "/nonexistent/dir"], "no such directory"),
+    (["run", "/etc/hostname"], "not a directory"),
+    (["run", "{mnt}", "--size", "0"], "size"),
+    (["run", "{mnt}", "--size", "banana"], "not a size"),
+    (["run", "{mnt}", "--runs", "-1"], "--runs"),
+    (["run", "{mnt}", "--size", "500MB", "--no-save"], "too little free space"),
+    (["run", "{mnt}", "--size", "1MB", "--db", "/proc/nope/results.sqlite3"], "database"),
+])
+def test_bad_input_one_line(loop_ext4, args, needle):
+    args = [a.replace("{mnt}", loop_ext4) for a in args]
+    p = run_cli(*args)
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    assert needle.lower() in lines[0].lower()
+    assert leftovers(loop_ext4) == []
+
+
+def test_read_only_filesystem_refused():
+    with loop_device(64 << 20) as dev, mounted(dev) as mnt:
+        sh("mount", "-o", "remount,ro", mnt)
+        p = run_cli("run", mnt, "--size", "1MB", "--no-save")
+        assert p.returncode == 3 and "read-only" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_no_permission_refused(loop_ext4):
+    os.chmod(loop_ext4, 0o755)
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                        "cardbench", "run", loop_ext4, "--size", "1MB", "--no-save"],
+                       capture_output=True, text=True)
+    assert p.returncode == 3 and "permission" in p.stderr.lower() and "Traceback" not in p.stderr
+
+
+def _start_run(mnt: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cardbench", "run", mnt, "--size", "80MB", "--runs", "1",
+                             "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_file(mnt: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if leftovers(mnt):
+            return
+        time.sleep(0.005)
+    raise AssertionError("the run never created a test file")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_removes_files(loop_ext4, sig):
+    p = _start_run(loop_ext4)
+    try:
+        _wait_for_file(loop_ext4)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert leftovers(loop_ext4) == []
+
+
+def test_killed_run_cleaned_by_next_run(loop_ext4):
+    p = _start_run(loop_ext4)
+    try:
+        _wait_for_file(loop_ext4)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+    finally:
+        p.kill()
+    assert leftovers(loop_ext4), "SIGKILL should leave the file behind"
+    r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
+    assert any("left by an interrupted run" in w for w in r.warnings)
+    assert leftovers(loop_ext4) == []
