@@ -98,8 +98,11 @@ def _unlink(path: str) -> None:
 
 def _lock(target: DirTarget):
     """The target's lock (another cardbench on the same filesystem refuses)."""
-    from cardbench.devices.lock import target_lock
-    return target_lock(f"fs:{os.stat(target.path).st_dev}", wait=False, what=target.path)
+    from cardbench.devices.lock import lock_key, target_lock
+    # the card, not the directory: two runs in two folders of one card, or a raw test of the
+    # device under it, would measure over each other
+    key = lock_key(target.device) if target.device else f"fs-{os.stat(target.path).st_dev}"
+    return target_lock(key, wait=False, label=target.path)
 
 
 def run_directory(path: str, opts: RunOptions | None = None) -> Result:
@@ -195,28 +198,21 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
 
 
 def _identify(target: DirTarget, result: Result) -> None:
-    """Fill card and reader identity from the block device under the directory, where known."""
+    """Fill card and reader identity from the block device under the directory, where known
+    (a partition's parent device: the card). Nothing found is not an error: the user's names stand."""
     if not target.device:
         return
+    from cardbench.devices.identity import identify
     try:
-        from cardbench.devices import identify
-    except ImportError:
-        return
-    try:
-        identify(target.device, result.card, result.reader)
-    except CardbenchError:
-        pass
-    except OSError:
+        identify(target.device, result.card, result.reader, result.target)
+    except (CardbenchError, OSError):
         pass
 
 
 def _check(result: Result) -> None:
-    """Plausibility and path ceilings (cardbench.verdicts)."""
-    try:
-        from cardbench.verdicts import check_result
-    except ImportError:
-        return
-    check_result(result)
+    """Plausibility, path ceilings and label verdicts (cardbench.verdicts)."""
+    from cardbench.verdicts import check_result
+    check_result(result, ssr=result.target.get("ssr_classes"))
 
 
 # --- block devices --------------------------------------------------------------------------
@@ -252,12 +248,12 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
     """raw_read (sampled over the whole device), raw_access (4 KiB random reads, QD1) and, only
     with ``destructive`` and the safety rules passed, raw_write (sampled like raw_read)."""
     from cardbench.devices import get_device
-    from cardbench.devices.lock import target_lock
+    from cardbench.devices.lock import lock_key, target_lock
     from cardbench.workloads import raw
 
     opts = opts or DeviceOptions()
     opts.validate()
-    dev = get_device(path)
+    dev = get_device(path, whole_device=True)
     result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
                             "transport": dev.transport, "model": dev.model}, card=opts.card, reader=opts.reader)
     if opts.label and not result.card.label:
@@ -269,7 +265,7 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
             from cardbench.devices.safety import check_destructive, confirm
             check_destructive(dev)
             confirm(dev, opts.confirm)
-        with target_lock(f"dev:{dev.path}", wait=False, what=dev.path):
+        with target_lock(lock_key(dev.path), wait=False, label=dev.path):
             sample = opts.sample or raw.auto_sample(dev.path, opts.positions)
             common = {"engine": "sync", "io": "O_DIRECT", "block_size": raw.BLOCK, "queue_depth": 1,
                       "positions": opts.positions, "sample_bytes": sample, "runs": opts.runs,
@@ -321,5 +317,5 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
 
 
 def _identify_device(dev, result: Result) -> None:
-    from cardbench.devices import identify
-    identify(dev, result.card, result.reader)
+    from cardbench.devices.identity import identify
+    identify(dev, result.card, result.reader, result.target)

@@ -20,7 +20,12 @@ LAPTOP_PROC = os.path.join(LAPTOP, "proc")
 LAPTOP_LSBLK = os.path.join(LAPTOP, "lsblk.json")
 
 CAN_LOOP = os.geteuid() == 0 and shutil.which("losetup") is not None and os.path.exists("/dev/loop-control")
-needs_loop = pytest.mark.skipif(not CAN_LOOP, reason="needs root and loop devices")
+
+
+def needs_loop(test):
+    """Mark a test as needing root and loop devices (the project's ``needs_root`` marker) and skip it
+    where they are missing."""
+    return pytest.mark.needs_root(pytest.mark.skipif(not CAN_LOOP, reason="needs root and loop devices")(test))
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:

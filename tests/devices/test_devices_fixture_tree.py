@@ -241,6 +241,7 @@ def test_fixture_tree_is_current(tmp_path):
     mod.build()
 
     def snapshot(root: str) -> dict[str, str]:
+        """Every file's bytes and every link's target under ``root``."""
         out = {}
         for dirpath, dirnames, filenames in os.walk(root):
             for n in dirnames + filenames:

@@ -13,13 +13,14 @@ from cardbench.cli.list_cmd import list_cmd
 from cardbench.devices import get_device, list_devices, run_lsblk
 from cardbench.errors import TargetError, UsageError
 
-pytestmark = needs_loop
 
 
 def _find(path: str):
+    """The listed device with this path, or None."""
     return next((d for d in list_devices() if d.path == path), None)
 
 
+@needs_loop
 def test_loop_device_size_transport_and_backing_file(loop):
     dev, img = loop
     d = _find(dev)
@@ -33,6 +34,7 @@ def test_loop_device_size_transport_and_backing_file(loop):
     assert get_device(dev).devno == d.devno
 
 
+@needs_loop
 def test_mounted_loop_device_has_its_mount_point_and_is_not_system():
     with loop_device(32 << 20) as (dev, _), mounted(dev) as mnt:
         d = _find(dev)
@@ -42,6 +44,7 @@ def test_mounted_loop_device_has_its_mount_point_and_is_not_system():
         assert d.in_use_reason == f"{os.path.basename(dev)} is mounted at {mnt}"
 
 
+@needs_loop
 def test_read_only_loop_is_read_only():
     with loop_device(1 << 20, read_only=True) as (dev, _):
         assert get_device(dev).read_only is True
@@ -58,6 +61,7 @@ def test_the_device_holding_root_is_system():
     pytest.skip(f"/ is on {devno}, which is not a listed block device (overlay, btrfs subvolume...)")
 
 
+@needs_loop
 def test_partition_resolves_to_its_parent():
     with loop_device(8 << 20, partitioned=True) as (dev, _):
         part = dev + "p1"
@@ -71,6 +75,7 @@ def test_partition_resolves_to_its_parent():
         assert e.value.message == f"{part} is a partition of {dev}; give the whole device"
 
 
+@needs_loop
 def test_mounted_partition_is_reported_on_the_partition():
     with loop_device(16 << 20, partitioned=True) as (dev, _), mounted(dev + "p1") as mnt:
         d = get_device(dev)
@@ -104,6 +109,7 @@ def test_lsblk_runs_here():
     assert "blockdevices" in run_lsblk()
 
 
+@needs_loop
 def test_list_command_json(loop):
     dev, img = loop
     result = CliRunner().invoke(list_cmd, ["--json"])
@@ -114,6 +120,7 @@ def test_list_command_json(loop):
     assert len(mine) == 1 and mine[0]["loop_backing_file"] == img and mine[0]["size"] == 16 << 20
 
 
+@needs_loop
 def test_list_command_table(loop):
     dev, _ = loop
     result = CliRunner().invoke(list_cmd, [], env={"COLUMNS": "250"})

@@ -56,6 +56,18 @@ def test_back_to_back_requests_give_the_exact_rate():
     assert finish - 100.0 == pytest.approx(100 * MiB / (10 * MB), rel=1e-9)
 
 
+def test_late_answers_are_not_idle_time():
+    """A server sleep that overshoots (loaded machine) must not lower the rate."""
+    c = card(write_rate=10 * MB)
+    v = c.request("write", 0, MiB, 0.0)
+    c.answered(v.finish + 0.050)  # answered 50 ms late
+    v2 = c.request("write", 0, MiB, v.finish + 0.052)  # host turnaround 2 ms after the answer
+    assert v2.finish == pytest.approx(2 * MiB / (10 * MB))
+    c.answered(v2.finish + 0.052)
+    v3 = c.request("write", 0, MiB, v2.finish + 0.052 + 0.5)  # a real pause: the bus was idle
+    assert v3.finish == pytest.approx(v2.finish + 0.552 + MiB / (10 * MB))
+
+
 def test_isolated_request_sees_full_latency():
     c = card(latency=0.005, read_rate=10 * MB)
     c.request("read", 0, 4096, 10.0)

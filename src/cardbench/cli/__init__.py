@@ -69,24 +69,45 @@ def output_result(result: Result, fmt: str, mib: bool) -> None:
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @click.option("--db", help="Results database: a SQLite path or postgresql:// URL (default: user data dir).")
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
-def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, as_json, mib, db, no_save):
-    """Test the card mounted at TARGET (a directory; default: the current one).
+@click.option("--positions", type=int, default=16, show_default=True,
+              help="Block device: positions sampled over the device by raw_read/raw_write.")
+@click.option("--destructive", is_flag=True, help="Block device: also run raw_write (overwrites data!).")
+@click.option("--preserve", is_flag=True, help="With --destructive: save each region first and write it back after.")
+@click.option("--confirm", "confirm_value", help="With --destructive: the device's serial (or exact size in bytes).")
+def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, as_json, mib, db, no_save,
+            positions, destructive, preserve, confirm_value):
+    """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
+    whole block device.
 
-    Runs seq_write (fresh files of incompressible data, timed through fsync, one warm-up run
-    apart) and cold_read (O_DIRECT, page cache dropped and checked, content verified).
+    A directory gets seq_write (fresh files of incompressible data, timed through fsync, one
+    warm-up run apart) and cold_read (O_DIRECT, page cache dropped and checked, content verified).
+    A block device gets raw_read (sampled over the whole device) and raw_access (4 KiB random
+    reads), read-only; raw_write only with --destructive, on a device that is not mounted, not
+    the system and not in use, confirmed by its serial (or exact size).
     """
-    from cardbench.runner import RunOptions, run_directory
+    from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory
     fmt = "json" if as_json else fmt
     card = Card(name=name, brand=brand, capacity_bytes=capacity, label=label)
     reader = Reader(name=reader_name)
-    opts = RunOptions(size=size, runs=runs, card=card, reader=reader, label=label,
-                      progress=RichProgress(enabled=None if fmt != "json" else False))
+    progress = RichProgress(enabled=None if fmt != "json" else False)
     if label:
         _validate_label(label)
     if not no_save:
         _check_db_writable(db)
+    is_device = _is_block_device(target)
+    if not is_device and (destructive or preserve or confirm_value):
+        raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
+                         "only writes its own files")
     try:
-        result = run_directory(target, opts)
+        if is_device:
+            if destructive and confirm_value is None:
+                confirm_value = _prompt_identity(target)
+            result = run_device(target, DeviceOptions(runs=runs, positions=positions, destructive=destructive,
+                                                      preserve=preserve, confirm=confirm_value, card=card,
+                                                      reader=reader, label=label, progress=progress))
+        else:
+            result = run_directory(target, RunOptions(size=size, runs=runs, card=card, reader=reader, label=label,
+                                                      progress=progress))
     except (CardbenchError, KeyboardInterrupt) as e:
         partial = getattr(e, "result", None)
         if partial is not None and partial.tests and not no_save:
@@ -102,11 +123,41 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
 
 
 def _validate_label(label: str) -> None:
-    try:
-        from cardbench.verdicts.labels import parse_label
-    except ImportError:
-        return
+    from cardbench.verdicts.labels import parse_label
     parse_label(label)
+
+
+def _is_block_device(path: str) -> bool:
+    import stat
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _prompt_identity(path: str) -> str:
+    """Ask the user to type the device's identity (serial, or exact size in bytes)."""
+    from cardbench.devices import get_device
+    from cardbench.devices.safety import check_destructive, identity_kind
+    dev = get_device(path, whole_device=True)
+    check_destructive(dev)   # refuse before asking
+    if not sys.stdin.isatty():
+        raise UsageError(f"--destructive on {dev.path} needs confirmation: pass --confirm with its "
+                         f"{identity_kind(dev)} (no terminal to ask on)")
+    click.echo(f"raw_write will overwrite parts of {dev.path} ({dev.model or 'unknown model'}, {dev.size} bytes).",
+               err=True)
+    return click.prompt(f"Type its {identity_kind(dev)} to confirm", err=True)
+
+
+@cli.command("recover")
+def recover_cmd():
+    """Restore regions saved by a --preserve run that was killed (also done at every start)."""
+    from cardbench.devices.preserve import recover_pending
+    reports = recover_pending()
+    if not reports:
+        click.echo("nothing to recover")
+    for r in reports:
+        click.echo(f"{r.device or r.journal}: {r.status}: {r.message}")
 
 
 def _check_db_writable(db: str | None) -> None:
@@ -136,12 +187,28 @@ for _module, _attr in [
     ("cardbench.cli.emulate_cmd", "emulate"),
     ("cardbench.cli.readers_cmd", "readers"),
     ("cardbench.cli.demo_cmd", "demo"),
+    ("cardbench.cli.verify_cmd", "verify"),
 ]:
     _attach(_module, _attr)
 
 
+# click >= 8.2 raises this (a UsageError) for a group called without arguments: show the help
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def _on_sigterm(signum, frame):
     raise Interrupted("stopped by SIGTERM; cleanup has run")
+
+
+def _recover_at_start(argv: list[str] | None) -> None:
+    """Every invocation first restores what a killed --preserve run left in its journal."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("recover", "--help", "-h", "--version"):
+        return
+    from cardbench.devices.preserve import recover_pending
+    for report in recover_pending():
+        if getattr(report, "status", None) in ("restored", "failed"):
+            error_line(f"recovered: {report.device or report.journal}: {report.status}: {report.message}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,8 +216,10 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     debug = os.environ.get("CARDBENCH_DEBUG") == "1"
     try:
+        _recover_at_start(argv)
         cli.main(args=argv, prog_name="cardbench", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelp:
+    except _NO_ARGS_IS_HELP as e:
+        e.show()
         sys.exit(0)
     except click.ClickException as e:
         error_line(e.format_message().replace("\n", " "))

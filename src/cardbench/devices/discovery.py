@@ -184,6 +184,7 @@ def _flatten_lsblk(data: dict | None) -> dict[str, dict]:
     out: dict[str, dict] = {}
 
     def walk(entries: list) -> None:
+        """Index entries and their children."""
         for e in entries or []:
             key = e.get("kname") or e.get("name")
             if key and key not in out:
@@ -303,6 +304,7 @@ def _read_card(sysfs_root: str, device_dir: str) -> CardInfo | None:
         return None
 
     def attr(name: str) -> str | None:
+        """One attribute of the card directory (None when missing or empty)."""
         return read_text(os.path.join(device_dir, name)) or None
 
     ctype = attr("type")
@@ -377,6 +379,7 @@ def _read_device(sysfs_root: str, name: str, lsblk: dict[str, dict]) -> BlockDev
     card = _read_card(sysfs_root, device_dir) if device_dir and name.startswith("mmcblk") else None
 
     def dattr(attr: str) -> str | None:
+        """One attribute of the ``device`` directory (SCSI, NVMe, virtio...)."""
         return (read_text(os.path.join(device_dir, attr)) or None) if device_dir else None
 
     if card is not None:
@@ -447,6 +450,7 @@ def _apply_mounts(devices: list[BlockDevice], mounts: list[Mount], swaps: list[s
             by_alias[n.path.removeprefix("/dev/")] = n
 
     def lookup(source: str) -> Any:
+        """The device or partition a ``/dev/...`` path names (by name, mapper alias, or stat)."""
         if not source.startswith("/dev/"):
             return None
         node = by_alias.get(source[5:])

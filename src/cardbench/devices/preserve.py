@@ -138,17 +138,18 @@ def _read_device(fd: int, offset: int, length: int, sink: Any) -> str:
         done = 0
         while done < length:
             n = min(CHUNK, length - done)
-            view = memoryview(buf)[:n]
-            try:
-                got = os.preadv(fd, [view], offset + done)
-            except OSError as e:
-                raise DeviceFault(f"read error at byte {offset + done}: {e.strerror}") from None
-            if got != n:
-                raise DeviceFault(f"short read at byte {offset + done} ({got} of {n} bytes): device shrank or was removed")
-            h.update(view)
-            if sink is not None:
-                sink.write(view)
-            view.release()
+            # the view must be released before the mmap closes, also when raising
+            with memoryview(buf)[:n] as view:
+                try:
+                    got = os.preadv(fd, [view], offset + done)
+                except OSError as e:
+                    raise DeviceFault(f"read error at byte {offset + done}: {e.strerror}") from None
+                if got != n:
+                    raise DeviceFault(f"short read at byte {offset + done} ({got} of {n} bytes): "
+                                      "device shrank or was removed")
+                h.update(view)
+                if sink is not None:
+                    sink.write(view)
             done += n
     return h.hexdigest()
 
@@ -175,16 +176,13 @@ def _write_region(fd: int, data_file: Path, offset: int, length: int, sha256: st
         done = 0
         while done < length:
             n = min(CHUNK, length - done)
-            view = memoryview(buf)[:n]
-            if f.readinto(view) != n:
-                view.release()
-                raise DeviceFault(f"journal file {data_file} ended early")
-            try:
-                wrote = os.pwritev(fd, [view], offset + done)
-            except OSError as e:
-                raise DeviceFault(f"write error at byte {offset + done} while restoring: {e.strerror}") from None
-            finally:
-                view.release()
+            with memoryview(buf)[:n] as view:
+                if f.readinto(view) != n:
+                    raise DeviceFault(f"journal file {data_file} ended early")
+                try:
+                    wrote = os.pwritev(fd, [view], offset + done)
+                except OSError as e:
+                    raise DeviceFault(f"write error at byte {offset + done} while restoring: {e.strerror}") from None
             if wrote != n:
                 raise DeviceFault(f"short write at byte {offset + done} while restoring")
             done += n
@@ -535,6 +533,7 @@ def _recover_one(jdir: Path, sysfs_root: str, proc_root: str) -> RecoveryReport:
     """Recover one journal directory (see ``recover_pending``)."""
     def report(status: str, message: str, device: str | None = None,
                regions: list[SavedRegion] | None = None) -> RecoveryReport:
+        """Build this journal's report."""
         regs = regions or []
         return RecoveryReport(str(jdir), device, status, len(regs), sum(r.length for r in regs), message)
 

@@ -154,7 +154,8 @@ def decode_cid(text: str, card_type: str = "SD") -> Cid:
 class Csd:
     """Decoded Card Specific Data: the structure version and the *announced* capacity.
 
-    ``version`` is 1 (SDSC, byte-addressed), 2 (SDHC/SDXC) or 3 (SDUC) for SD cards.
+    ``version`` is 1 (SDSC, byte-addressed), 2 (SDHC/SDXC) or 3 (SDUC) for SD cards; for MMC cards
+    it is the raw CSD_STRUCTURE (0-2 = CSD 1.0-1.2, 3 = given in EXT_CSD).
     ``capacity_bytes`` is what the card claims; a fake card claims a fake size. For MMC cards
     larger than 2 GB the CSD says C_SIZE = 0xFFF and the size lives in EXT_CSD, so it is None.
     """

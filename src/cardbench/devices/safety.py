@@ -113,9 +113,15 @@ def check_destructive(dev: BlockDevice | str, *, sysfs_root: str = "/sys",
     if now.read_only:
         raise SafetyRefusal(f"refusing to write to {path}: it is read-only "
                             "(write-protect switch, read-only loop device or kernel setting)")
-    with open_exclusive(path, write=False) as fd:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+    except OSError as e:
+        raise _open_error(path, e, "write to") from None
+    try:
         if _ioctl_read_only(fd):
             raise SafetyRefusal(f"refusing to write to {path}: it is read-only (BLKROGET)")
+    finally:
+        os.close(fd)
     return now
 
 

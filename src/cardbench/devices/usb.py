@@ -117,6 +117,7 @@ def read_usb_info(device_dir: str, sysfs_root: str) -> UsbInfo | None:
     udev, iface = hit
 
     def attr(name: str) -> str | None:
+        """One attribute of the USB device directory (None when missing or empty)."""
         value = read_text(os.path.join(udev, name))
         return value if value else None
 

@@ -6,11 +6,12 @@ before answering. A reader with a ceiling adds a second timeline shared by all i
 request also occupies the reader for ``n / ceiling``, and finishes when both are done.
 
 Turnaround allowance: between two back-to-back requests the host spends some time (kernel,
-loop driver, FUSE, Python) that a real card's bus would overlap with the transfer. A request
-that arrives no later than ``turnaround`` seconds after the bus became free starts at
-``bus_free`` instead of ``now``, so that overhead does not lower the measured rate. A request
-after a longer gap starts at ``now`` (the bus was idle), so isolated requests see the full
-latency. With a queue (several requests in flight) the bus is never idle and this plays no role.
+loop driver, FUSE, Python) that a real card's bus would overlap with the transfer, and the
+server's own sleep may wake late (a VM or a loaded machine). A request that arrives no later
+than ``turnaround`` seconds after the server answered the previous one starts at ``bus_free``
+instead of ``now``, so neither lowers the measured rate. A request after a longer pause starts
+at ``now`` (the bus was idle), so isolated requests see the full latency. With a queue
+(several requests in flight) the bus is never idle and this plays no role.
 
 Write cache: after no write for ``cache_idle`` seconds the cache is full again; the next
 ``cache_bytes`` written go at ``cache_rate``, the rest at ``write_rate``. The cache starts full.
@@ -34,17 +35,23 @@ DEFAULT_TURNAROUND = 0.010
 class Timeline:
     """A resource used by one request at a time (a card's bus, a reader's link)."""
 
-    __slots__ = ("free_at", "busy")
+    __slots__ = ("free_at", "answered_at", "busy")
 
     def __init__(self) -> None:
-        self.free_at = 0.0
-        self.busy = 0.0  # total seconds booked
+        self.free_at = 0.0      # when the last booked request finishes
+        self.answered_at = 0.0  # when the server really answered the last request
+        self.busy = 0.0         # total seconds booked
+
+    def start_for(self, now: float, turnaround: float) -> float:
+        """When a request arriving ``now`` starts: back-to-back (at ``free_at``) if it came
+        within ``turnaround`` of the last answer, else now. Our own late answers (a sleep
+        that overshot) are not counted as idle time."""
+        idle_since = max(self.free_at, self.answered_at)
+        return self.free_at if now - idle_since <= turnaround else now
 
     def book(self, now: float, duration: float, turnaround: float) -> tuple[float, float]:
         """Book ``duration`` seconds; returns (start, finish)."""
-        start = self.free_at
-        if now - start > turnaround:
-            start = now
+        start = self.start_for(now, turnaround)
         finish = start + duration
         self.free_at = finish
         self.busy += duration
@@ -187,7 +194,7 @@ class CardModel:
             return Verdict(finish=now, error=error, pieces=pieces)
         turnaround = self.reader.turnaround
         # The card bus: latency + transfer. For writes the cache rate may apply.
-        start = self.bus.free_at if now - self.bus.free_at <= turnaround else now
+        start = self.bus.start_for(now, turnaround)
         if op == "write":
             seconds = self._write_seconds(length, start)
         else:
@@ -200,6 +207,13 @@ class CardModel:
             _, rfinish = self.reader.link.book(now, length / self.reader.ceiling, turnaround)
             finish = max(finish, rfinish)
         return Verdict(finish=finish, error=error, pieces=pieces)
+
+    def answered(self, when: float) -> None:
+        """The server answered a request at ``when`` (monotonic); see :meth:`Timeline.start_for`."""
+        if when > self.bus.answered_at:
+            self.bus.answered_at = when
+        if when > self.reader.link.answered_at:
+            self.reader.link.answered_at = when
 
 
 class ReaderModel:

@@ -135,6 +135,7 @@ class Server:
         delay = verdict.finish - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        card.answered(time.monotonic())
         if verdict.error:
             raise OSError(errno.EIO, "emulated I/O error")
         return result

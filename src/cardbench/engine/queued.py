@@ -47,6 +47,10 @@ from cardbench.engine.base import Completion, IoOp, open_fd, os_error
 from cardbench.errors import UsageError
 
 MAX_QUEUE_DEPTH = 256
+#: Entries handed to the kernel as soon as this many are queued, instead of all at once at the
+#: next ``reap``. Feeding the device a few at a time keeps it streaming: on a virtio disk random
+#: 4 KiB QD32 reads went from 0.74x fio (everything at reap) to ~0.9x (1, 2 or 4 at a time).
+DEFAULT_SUBMIT_BATCH = 2
 
 BACKEND_NOTE = (
     "io_uring is the default: on a virtio disk (2 cores) random 4 KiB QD32 reads ran at "
@@ -95,6 +99,7 @@ _UNIFIED_SYSCALLS = _TSO_MACHINES | {"aarch64", "arm64", "armv7l", "armv6l", "ri
 
 _libc = None
 _SETUP_FLAGS: int | None = None
+_SUBMIT_BATCH: int | None = None
 
 
 def _syscall():
@@ -247,9 +252,14 @@ class QueuedEngine:
 
     name = "queued"
 
-    def __init__(self, queue_depth: int = 32, backend: str = "auto") -> None:
+    def __init__(self, queue_depth: int = 32, backend: str = "auto", submit_batch: int | None = None) -> None:
         if not isinstance(queue_depth, int) or not 1 <= queue_depth <= MAX_QUEUE_DEPTH:
             raise UsageError(f"queue depth must be 1..{MAX_QUEUE_DEPTH}, got {queue_depth!r}")
+        if submit_batch is None:
+            submit_batch = _SUBMIT_BATCH or DEFAULT_SUBMIT_BATCH
+        if not isinstance(submit_batch, int) or submit_batch < 1:
+            raise UsageError(f"submit batch must be a positive whole number, got {submit_batch!r}")
+        self.submit_batch = submit_batch
         if backend not in ("auto", "io_uring", "threads"):
             raise UsageError(f"unknown queued backend {backend!r} (auto, io_uring or threads)")
         self.queue_depth = queue_depth
@@ -275,7 +285,7 @@ class QueuedEngine:
         assert self.fd is not None
         if self.requested_backend in ("auto", "io_uring"):
             try:
-                impl = _UringImpl(self.fd, self.path, self.queue_depth)
+                impl = _UringImpl(self.fd, self.path, self.queue_depth, self.submit_batch)
                 self.backend = "io_uring"
                 return impl
             except RingUnavailable as e:
@@ -337,7 +347,7 @@ class QueuedEngine:
 
 
 class _UringImpl:
-    def __init__(self, fd: int, path: str, queue_depth: int) -> None:
+    def __init__(self, fd: int, path: str, queue_depth: int, submit_batch: int) -> None:
         self.fd = fd
         self.path = path
         self.ring = _Ring(queue_depth)
@@ -350,6 +360,9 @@ class _UringImpl:
         self.done: list[Completion] = []         # completed, not yet handed out
         self.addr: dict[int, tuple[object, object, int]] = {}
         self.error: Exception | None = None
+        #: hand queued entries to the kernel once this many wait (see QueuedEngine); at depth 1
+        #: the entry goes with the wait in ``reap`` (one system call per operation)
+        self.submit_batch = submit_batch if queue_depth > 1 else self.depth + 1
 
     def _address(self, buf) -> tuple[int, int]:
         """(address, size) of a buffer; the buffer is kept referenced (so mapped) while cached."""
@@ -394,6 +407,8 @@ class _UringImpl:
         ring.sq32[ring.sq_tail_i] = (tail + 1) & 0xFFFFFFFF
         self.slot_op[slot] = op
         self.unsent.append(slot)
+        if len(self.unsent) >= self.submit_batch:
+            self._wait(0)
 
     def _wait(self, min_complete: int) -> None:
         """Enter the kernel: submit what is queued, wait, harvest completions into ``done``."""

@@ -86,12 +86,13 @@ def run_rows(t: TestResult, unit: str) -> list[list[str]]:
     for kind, runs in (("warm-up", t.warmup), ("", t.runs)):
         for i, run in enumerate(runs, start=1):
             rate = run.bytes_per_s if run.seconds > 0 else None
-            rows.append([f"{kind} {i}".strip(), f"{run.bytes:,} B ({fmt_size(run.bytes)})", f"{run.seconds:.4f}",
-                         _r(rate, unit), _x(rate), fmt_size(run.offset) if run.offset is not None else ""])
+            rows.append([f"{kind} {i}".strip(), f"{run.bytes:,} ({fmt_size(run.bytes)})", f"{run.seconds:.4f}",
+                         "n/a" if rate is None else sig(rate_in(rate, unit)), _x(rate), fmt_size(run.offset) if run.offset is not None else ""])
     return rows
 
 
-RUN_HEAD = ["run", "bytes", "seconds (s)", "rate", "X", "offset"]
+def run_head(unit: str) -> list[str]:
+    return ["run", "bytes (B)", "seconds (s)", f"rate ({unit})", "X (1X = 150,000 B/s)", "offset"]
 
 
 def render_result(result: Result, fmt: str = "table", rate_unit: str = "MB/s", *, width: int = 120) -> str:
@@ -110,7 +111,7 @@ def render_result(result: Result, fmt: str = "table", rate_unit: str = "MB/s", *
 def _md(result: Result, unit: str) -> str:
     out = ["### cardbench run", ""] + [f"- {line}" for line in header_lines(result)]
     for t in result.tests:
-        out += ["", f"#### {t.name}", "", md_table(RUN_HEAD, run_rows(t, unit), right={1, 2, 3, 4, 5}), "",
+        out += ["", f"#### {t.name}", "", md_table(run_head(unit), run_rows(t, unit), right={1, 2, 3, 4, 5}), "",
                 md_table(["figure", "value"], [list(p) for p in summary_pairs(t, unit)])]
     for c in result.claims:
         out.append(f"- claim {c.get('claim') or c.get('label') or '?'}: {c.get('verdict', '?')}"
@@ -144,8 +145,8 @@ def _table(result: Result, unit: str, width: int) -> str:
         console.print(line, soft_wrap=True, markup=False)
     for t in result.tests:
         runs = Table(title=f"{t.name}", title_justify="left")
-        for i, h in enumerate(RUN_HEAD):
-            runs.add_column(h if h != "rate" else f"rate ({unit})", justify="right" if i else "left")
+        for i, h in enumerate(run_head(unit)):
+            runs.add_column(h, justify="right" if i else "left")
         for row in run_rows(t, unit):
             runs.add_row(*row)
         console.print(runs)

@@ -94,13 +94,16 @@ def bar_chart(bars: list[Bar], *, title: str, rate_unit: str = "MB/s", color: st
             out.append(f'<rect class="bar" x="{left}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" fill="{color}" '
                        f'fill-opacity="{opacity}"><title>{esc(b.label)}: {esc(value)}'
                        f'{esc(" (" + b.note + ")") if b.note else ""}</title></rect>')
-            tx = left + w + 6
-            anchor = "start"
-            if tx > width - right - 150:
-                tx, anchor = left + w - 6, "end"
-            fill = "#fff" if anchor == "end" else "#222"
+            text = value + (f" — {b.note}" if b.note else "")
+            text_w = 6.2 * len(text)          # rough width of 11 px text
+            if left + w + 6 + text_w <= width - 4:
+                tx, anchor, fill = left + w + 6, "start", "#222"
+            elif w >= text_w + 12:
+                tx, anchor, fill = left + w - 6, "end", "#fff" if opacity == "0.9" else "#111"
+            else:
+                tx, anchor, fill, text = left + w + 6, "start", "#222", value
             out.append(f'<text x="{tx:.1f}" y="{cy:.1f}" text-anchor="{anchor}" fill="{fill}" font-size="11">'
-                       f'{esc(value)}{esc(" — " + b.note) if b.note else ""}</text>')
+                       f'{esc(text)}</text>')
         else:
             out.append(f'<text x="{left + 6}" y="{cy:.1f}" fill="#888" font-size="11">not measured</text>')
         if b.claim_x:

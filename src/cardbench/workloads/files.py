@@ -142,6 +142,7 @@ def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, di
     fd, used_direct = open_fd(path, write=True, direct=direct, create=True)
     filler = _Filler(pattern, size, block)
     written = 0
+    tail = 0
     try:
         t0 = time.perf_counter()
         while written < size:
@@ -149,11 +150,19 @@ def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, di
             mv = memoryview(buf)
             try:
                 if used_direct and n % 512:
-                    # the tail of a size that is not sector-aligned: finish it buffered
-                    os.close(fd)
-                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                    used_direct = False
-                done = os.pwritev(fd, [mv[:n]], pos)
+                    # a size that is not sector-aligned: the aligned part directly, the last
+                    # few bytes (< 512) through a second, buffered descriptor
+                    head = n // 512 * 512
+                    done = os.pwritev(fd, [mv[:head]], pos) if head else 0
+                    tail_fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                    try:
+                        done += os.pwritev(tail_fd, [mv[head:n]], pos + head)
+                        os.fsync(tail_fd)
+                    finally:
+                        os.close(tail_fd)
+                    tail = n - head
+                else:
+                    done = os.pwritev(fd, [mv[:n]], pos)
                 if done != n:
                     raise DeviceFault(f"{path}: short write ({done} of {n} bytes at {pos}): the card may be full")
                 if not used_direct:
@@ -177,7 +186,10 @@ def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, di
     finally:
         filler.close()
         os.close(fd)
-    method = {"io": "O_DIRECT" if used_direct else "buffered+sync_file_range", "block_size": block,
+    io = "O_DIRECT" if used_direct else "buffered+sync_file_range"
+    if tail:
+        io += f" (last {tail} B buffered: size not a multiple of 512)"
+    method = {"io": io, "block_size": block,
               "queue_depth": 1, "sync": "fsync inside timing"}
     return Run(bytes=size, seconds=seconds), method
 

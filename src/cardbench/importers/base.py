@@ -1,0 +1,186 @@
+"""What every importer returns, and how a row of a hand-made survey becomes a Result."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from cardbench import __version__
+from cardbench.errors import UsageError
+from cardbench.importers.checks import Flag, Printed, check_row
+from cardbench.result import Card, Reader, Result, Run, TestResult
+from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
+
+#: The file size a survey's write times refer to when neither the option nor the file says:
+#: 42 MB = 42,000,000 B, the file of the classic hand-made table (its X figures, MB/s / 0.15,
+#: show decimal megabytes). Give --file-size 42MiB if your survey used 44,040,192 B.
+DEFAULT_FILE_SIZE = 42 * MB
+DEFAULT_FILE_SIZE_TEXT = "42MB"
+
+#: uuid5 namespace of imported results: the same row of the same file imports under the same id,
+#: so importing a file again replaces its results instead of doubling them.
+IMPORT_NAMESPACE = uuid.UUID("6c1f4b8e-2f55-4a7e-9d1e-63617264626e")
+
+
+@dataclass
+class Skipped:
+    line: int
+    text: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: skipped ({self.reason}): {self.text[:80]}"
+
+
+@dataclass
+class ImportReport:
+    """The results read from one file, plus everything a person should know about the reading."""
+
+    path: str
+    format: str                     # "cardbench" | "fio" | "csv" | "table"
+    results: list[Result] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    file_size_bytes: int | None = None
+    file_size_source: str | None = None     # "option" | "file" | "default" | "column"
+
+    def lines(self) -> list[str]:
+        """A human summary: what was read, every flag and every skipped line."""
+        out = [f"{self.path}: {len(self.results)} result{'s' if len(self.results) != 1 else ''} read as "
+               f"{self.format}"]
+        if self.file_size_bytes is not None:
+            out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
+        out += [f"note: {n}" for n in self.notes]
+        if self.format in ("table", "csv"):
+            out.append(f"{len(self.flags)} figure{'s' if len(self.flags) != 1 else ''} disagree"
+                       f"{'s' if len(self.flags) == 1 else ''} with the row's own raw data beyond rounding"
+                       + (":" if self.flags else ""))
+        out += [f"  {f}" for f in self.flags]
+        out += [f"  {s}" for s in self.skipped]
+        return out
+
+    def flagged_lines(self) -> list[int]:
+        return sorted({f.line for f in self.flags})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "format": self.format, "results": [r.id for r in self.results],
+                "flags": [f.to_dict() for f in self.flags],
+                "skipped": [s.__dict__ for s in self.skipped], "notes": list(self.notes),
+                "file_size_bytes": self.file_size_bytes, "file_size_source": self.file_size_source}
+
+    def save_to(self, store) -> list[str]:
+        return [store.save(r) for r in self.results]
+
+
+def resolve_file_size(option: int | str | None, from_file: str | None) -> tuple[int, str]:
+    """(bytes, where it came from): the option, else the file's directive, else the default."""
+    try:
+        if option is not None:
+            return parse_size(option), "option"
+        if from_file:
+            return parse_size(from_file), "file"
+    except UnitError as e:
+        raise UsageError(f"bad file size: {e}") from None
+    return DEFAULT_FILE_SIZE, "default"
+
+
+def import_id(digest: str, fmt: str, key: str) -> str:
+    return uuid.uuid5(IMPORT_NAMESPACE, f"{digest}:{fmt}:{key}").hex
+
+
+def imported_at() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_capacity(text: str | None) -> int | None:
+    if not text or text.strip() in ("-", "?", ""):
+        return None
+    try:
+        return parse_size(text.strip().replace(",", "."))
+    except UnitError:
+        return None
+
+
+def none_if_blank(text: str | None) -> str | None:
+    if text is None:
+        return None
+    t = text.strip()
+    return None if t in ("", "-", "?", "n/a", "N/A", "none") else t
+
+
+@dataclass
+class SurveyRow:
+    """One card of a hand-made survey (classic table or legacy CSV), figures as printed."""
+
+    line: int
+    brand: str | None
+    capacity_text: str | None
+    label: str | None
+    times: list[Printed]
+    file_bytes: int
+    file_size_source: str
+    avg: Printed | None = None
+    write_rate: Printed | None = None
+    write_x: Printed | None = None
+    read_rate: Printed | None = None
+    read_x: Printed | None = None
+    read_times: list[Printed] = field(default_factory=list)
+    name: str | None = None
+    reader: str | None = None
+    date: str | None = None
+    rate_unit: str = "MB/s"
+    rate_from: str = "mean_time"
+    raw: str = ""
+
+    @property
+    def title(self) -> str:
+        return " ".join(p for p in (self.brand, self.name, self.capacity_text, self.label) if p) or f"row {self.line}"
+
+    def flags(self) -> list[Flag]:
+        return check_row(line=self.line, row=self.title, times=self.times, file_bytes=self.file_bytes, avg=self.avg,
+                         write_rate=self.write_rate, write_x=self.write_x, read_rate=self.read_rate,
+                         read_x=self.read_x, rate_unit_bytes=RATE_UNITS[self.rate_unit], rate_unit=self.rate_unit,
+                         rate_from=self.rate_from)
+
+    def to_result(self, *, path: str, fmt: str, digest: str, reader: str | None = None,
+                  flags: list[Flag] = ()) -> Result:
+        unit_b = RATE_UNITS[self.rate_unit]
+        printed = {k: getattr(self, k).text for k in ("avg", "write_rate", "write_x", "read_rate", "read_x")
+                   if getattr(self, k) is not None}
+        common = {"source": f"imported {fmt}", "file_bytes": self.file_bytes, "file_size_source": self.file_size_source,
+                  "import_line": self.line}
+        tests: list[TestResult] = []
+        if self.times:
+            tests.append(TestResult("seq_write", dict(common, timing="printed write times (s)"),
+                                    runs=[Run(self.file_bytes, t.value) for t in self.times],
+                                    extra={"printed": {"times_s": [t.text for t in self.times], **printed}}))
+        elif self.write_rate is not None and self.write_rate.value > 0:
+            rate = self.write_rate.value * unit_b
+            tests.append(TestResult("seq_write", dict(common, timing="derived from the printed rate"),
+                                    runs=[Run(self.file_bytes, self.file_bytes / rate)],
+                                    extra={"printed": printed}))
+        if self.read_times:
+            tests.append(TestResult("cold_read", dict(common, timing="printed read times (s)"),
+                                    runs=[Run(self.file_bytes, t.value) for t in self.read_times],
+                                    extra={"printed": {"times_s": [t.text for t in self.read_times], **printed}}))
+        elif self.read_rate is not None and self.read_rate.value > 0:
+            rate = self.read_rate.value * unit_b
+            tests.append(TestResult("cold_read", dict(common, timing="derived from the printed rate"),
+                                    runs=[Run(self.file_bytes, self.file_bytes / rate)],
+                                    extra={"printed": printed}))
+        r = Result(target={"kind": "import", "path": path, "format": fmt, "line": self.line,
+                           "file_bytes": self.file_bytes, "file_size_source": self.file_size_source,
+                           "imported_at": imported_at()},
+                   card=Card(brand=self.brand, name=self.name, capacity_bytes=parse_capacity(self.capacity_text),
+                             label=self.label),
+                   reader=Reader(name=self.reader or reader), tests=tests,
+                   warnings=[f"imported figures disagree with their own raw data: {f}" for f in flags],
+                   id=import_id(digest, fmt, str(self.line)), host={},
+                   tool={"name": "cardbench", "version": __version__, "importer": fmt}, source="import")
+        if self.date:
+            r.started_at = self.date
+        r.finished_at = None
+        return r

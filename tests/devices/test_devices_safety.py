@@ -1,0 +1,144 @@
+"""The rules before a raw write, on real loop devices (swap is left out: it would touch the host)."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+
+import pytest
+from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS, loop_device, mounted, needs_loop
+
+from cardbench.devices import get_device, list_devices
+from cardbench.devices.safety import check_destructive, confirm, identity_kind, identity_token, open_exclusive
+from cardbench.errors import SafetyRefusal, UsageError
+
+
+@needs_loop
+def test_an_idle_writable_device_is_allowed(loop):
+    dev, _ = loop
+    d = check_destructive(dev)
+    assert d.path == dev and d.size == 16 << 20
+
+
+@needs_loop
+def test_mounted_device_is_refused():
+    with loop_device(32 << 20) as (dev, _), mounted(dev) as mnt:
+        with pytest.raises(SafetyRefusal) as e:
+            check_destructive(dev)
+        assert e.value.message == (f"refusing to write to {dev}: {os.path.basename(dev)} is mounted at {mnt}; "
+                                   "unmount or release it first")
+
+
+@needs_loop
+def test_device_with_a_mounted_partition_is_refused():
+    with loop_device(16 << 20, partitioned=True) as (dev, _), mounted(dev + "p1") as mnt:
+        with pytest.raises(SafetyRefusal) as e:
+            check_destructive(dev)
+        assert f"p1 is mounted at {mnt}" in e.value.message
+
+
+@needs_loop
+def test_partition_path_is_a_usage_error():
+    with loop_device(8 << 20, partitioned=True) as (dev, _):
+        with pytest.raises(UsageError):
+            check_destructive(dev + "p1")
+
+
+@needs_loop
+def test_device_held_open_exclusively_elsewhere_is_refused(loop):
+    dev, _ = loop
+    other = os.open(dev, os.O_RDONLY | os.O_EXCL)
+    try:
+        with pytest.raises(SafetyRefusal) as e:
+            check_destructive(dev)
+        assert e.value.message.startswith(f"refusing to write to {dev}: it is in use")
+    finally:
+        os.close(other)
+    check_destructive(dev)  # and allowed again once released
+
+
+@needs_loop
+def test_read_only_device_is_refused():
+    with loop_device(1 << 20, read_only=True) as (dev, _):
+        with pytest.raises(SafetyRefusal) as e:
+            check_destructive(dev)
+        assert "read-only" in e.value.message
+
+
+@needs_loop
+def test_the_system_disk_is_refused():
+    st = os.stat("/")
+    devno = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    system = next((d for d in list_devices() if d.devno == devno or any(p.devno == devno for p in d.partitions)), None)
+    if system is None:
+        pytest.skip("/ is not on a listed block device")
+    with pytest.raises(SafetyRefusal) as e:
+        check_destructive(system.path)
+    assert "holds the running system" in e.value.message
+
+
+@needs_loop
+def test_a_device_that_changed_since_listing_is_refused(loop):
+    dev, _ = loop
+    listed = get_device(dev)
+    with pytest.raises(SafetyRefusal) as e:
+        check_destructive(dataclasses.replace(listed, size=listed.size * 2))
+    assert "size changed" in e.value.message
+    with pytest.raises(SafetyRefusal):
+        check_destructive(dataclasses.replace(listed, serial="ABC123"))
+    assert check_destructive(listed).devno == listed.devno
+
+
+@needs_loop
+def test_open_exclusive_is_direct_exclusive_and_closes(loop):
+    dev, _ = loop
+    with open_exclusive(dev, write=True) as fd:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        assert flags & os.O_DIRECT
+        assert flags & os.O_ACCMODE == os.O_RDWR
+        with pytest.raises(SafetyRefusal):
+            with open_exclusive(dev):
+                pass
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed on exit
+    with open_exclusive(dev) as fd2:
+        assert fcntl.fcntl(fd2, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+
+
+def test_open_exclusive_on_missing_path_is_a_target_error():
+    from cardbench.errors import TargetError
+
+    with pytest.raises(TargetError):
+        with open_exclusive("/dev/does-not-exist-cardbench"):
+            pass
+
+
+@needs_loop
+def test_device_without_serial_is_confirmed_by_its_exact_size(loop):
+    dev, _ = loop
+    d = get_device(dev)
+    assert identity_token(d) == str(16 << 20) == "16777216"
+    assert identity_kind(d) == "size in bytes"
+    confirm(d, "16777216")
+    confirm(d, " 16777216\n")
+    for wrong in ("16777215", "16MiB", "16 777 216", "", None, d.path):
+        with pytest.raises(SafetyRefusal) as e:
+            confirm(d, wrong)
+        assert "16777216" not in e.value.message  # the answer is not given away
+
+
+def test_device_with_serial_is_confirmed_by_its_serial():
+    devs = {d.name: d for d in list_devices(LAPTOP_SYS, LAPTOP_LSBLK, proc_root=LAPTOP_PROC)}
+    sde = devs["sde"]
+    assert identity_token(sde) == "4C530001230913117385"
+    confirm(sde, "4c530001230913117385")
+    with pytest.raises(SafetyRefusal):
+        confirm(sde, str(sde.size))
+    with pytest.raises(SafetyRefusal):
+        confirm(sde, "4C53000123091311738")
+    card = devs["mmcblk0"]
+    assert identity_token(card) == "0x7e650771"
+    confirm(card, "7E650771")
+    with pytest.raises(SafetyRefusal):
+        confirm(card, "0x7e650772")
