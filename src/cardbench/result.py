@@ -9,6 +9,7 @@ recomputed later. ``Result.from_dict(r.to_dict()) == r`` holds.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import platform
 import socket
 import uuid
@@ -75,10 +76,11 @@ class TestResult:
     __test__ = False  # not a pytest class
 
     def rates(self) -> list[float]:
-        return [r.bytes_per_s for r in self.runs if r.seconds > 0]
+        """Per-run rates; a run too short to time (a rate that is not finite) has none."""
+        return [r.bytes_per_s for r in self.runs if r.seconds > 0 and math.isfinite(r.bytes_per_s)]
 
     def iops_values(self) -> list[float]:
-        return [r.ops / r.seconds for r in self.runs if r.ops and r.seconds > 0]
+        return [r.ops / r.seconds for r in self.runs if r.ops and r.seconds > 0 and math.isfinite(r.ops / r.seconds)]
 
     @property
     def median_bytes_per_s(self) -> float | None:

@@ -68,6 +68,16 @@ def test_late_answers_are_not_idle_time():
     assert v3.finish == pytest.approx(v2.finish + 0.552 + MiB / (10 * MB))
 
 
+def test_small_request_after_think_time_keeps_half_its_time():
+    c = card(latency=0.001, read_rate=20 * MB)
+    v = c.request("read", 0, 4096, 1.0)
+    c.answered(v.finish)
+    t = v.finish + 0.005  # 5 ms think time: within the allowance, but more than the request takes
+    v2 = c.request("read", 0, 4096, t)
+    duration = 0.001 + 4096 / (20 * MB)
+    assert v2.finish - t == pytest.approx(duration / 2)
+
+
 def test_isolated_request_sees_full_latency():
     c = card(latency=0.005, read_rate=10 * MB)
     c.request("read", 0, 4096, 10.0)

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 from cardbench_factories import make_result
-from conftest import png_pixels
+from chromium_helpers import png_pixels
 
 from cardbench.report.html import claimed_x, render_html
 from cardbench.report.svg import nice_step

@@ -34,7 +34,9 @@ def hang(self, rows):
     orig(self, rows)
     calls.append(1)
     if len(calls) == 2:
-        open(marker, "w").write("in the middle")
+        # inside the open transaction: this connection sees its own uncommitted run row
+        n = self.backend.execute("SELECT COUNT(*) FROM runs WHERE result_id = ?", (rid,))[0][0]
+        open(marker, "w").write(f"uncommitted runs: {n}")
         time.sleep(600)
 Store._insert_samples = hang
 r = make_result(curves=True)
@@ -113,6 +115,8 @@ def test_sigkill_mid_save_leaves_no_partial_run(url, tmp_path):
     proc = _spawn(tmp_path, HANG_MID_SAVE, url, str(marker), rid)
     try:
         _wait_for(marker, proc)
+        time.sleep(0.05)
+        assert marker.read_text() == "uncommitted runs: 1"      # killed mid-save, not before or after
         # While the child sits inside its transaction, other readers see nothing of it.
         with open_store(url) as st:
             assert [r.id for r in st.results()] == [before.id]

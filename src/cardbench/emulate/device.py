@@ -252,6 +252,18 @@ class EmulatedReader:
             reader._cards[name] = card
         return reader
 
+    def _abort_server(self) -> None:
+        """The server is dead or hung: abort its FUSE connection (pending and later I/O on our
+        loop devices fail at once instead of hanging) and kill it if it is still there."""
+        if self.workdir is None:
+            return
+        system.abort_fuse(self.mountpoint)
+        if self.pid is not None and system.is_server_process(self.pid, self.workdir):
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def alive(self) -> bool:
         """True if the server process runs and answers."""
         if self.pid is None or not system.is_server_process(self.pid, self.workdir or ""):
@@ -354,15 +366,15 @@ class EmulatedReader:
         problems: list[str] = []
         mnt = self.mountpoint
         ours = self.pid is not None and system.is_server_process(self.pid, self.workdir or "")
-        # A dead or hung server would make umount/losetup wait forever: abort its connection
-        # (pending and later I/O then fail at once) and kill a hung server.
-        if not self.alive():
-            system.abort_fuse(mnt)
-            if ours and self.pid is not None:
+        if self.alive():
+            # Unpace every card: unmounting flushes dirty data, no need to wait for a slow card.
+            for name in list(self._devices):
                 try:
-                    os.kill(self.pid, signal.SIGKILL)
-                except ProcessLookupError:
+                    call(self.socket, "set", card=name, settings={"paced": False}, timeout=2.0)
+                except CardbenchError:
                     pass
+        else:
+            self._abort_server()
         problems += system.release_mountpoint(mnt, devices=list(self._devices.values()))
         system.unmount_fuse(mnt)
         if ours and self.pid is not None:
@@ -541,11 +553,18 @@ class EmulatedCard:
             if entry in self._filesystems:
                 self._filesystems.remove(entry)
             with system.signals_deferred():
-                system.umount(mnt)
+                self._umount(mnt)
                 try:
                     os.rmdir(mnt)
                 except OSError:
                     pass
+
+    def _umount(self, mnt: str, lazy_fallback: bool = True) -> None:
+        # A dead or hung server would make umount wait forever: abort it first. A live one may
+        # be slow (a paced card flushing dirty data), so give umount time.
+        if not self.reader._closed and not self.reader.alive():
+            self.reader._abort_server()
+        system.umount(mnt, timeout=3600, lazy_fallback=lazy_fallback)
 
     def _mount(self, entry: dict[str, Any]) -> None:
         args = ["mount", "-t", entry["fstype"]]
@@ -559,7 +578,7 @@ class EmulatedCard:
             raise UsageError(f"card {self.name} has no mounted filesystem (use card.filesystem())")
         entry = self._filesystems[-1]
         with system.signals_deferred():
-            system.umount(entry["mountpoint"], lazy_fallback=False)
+            self._umount(entry["mountpoint"], lazy_fallback=False)
         self._mount(entry)
         return entry["mountpoint"]
 

@@ -9,9 +9,11 @@ Turnaround allowance: between two back-to-back requests the host spends some tim
 loop driver, FUSE, Python) that a real card's bus would overlap with the transfer, and the
 server's own sleep may wake late (a VM or a loaded machine). A request that arrives no later
 than ``turnaround`` seconds after the server answered the previous one starts at ``bus_free``
-instead of ``now``, so neither lowers the measured rate. A request after a longer pause starts
-at ``now`` (the bus was idle), so isolated requests see the full latency. With a queue
-(several requests in flight) the bus is never idle and this plays no role.
+instead of ``now``, so neither lowers the measured rate; the host's part of the gap is credited
+up to half the request's own duration (small requests after a short think time still take at
+least half their set time). A request after a longer pause starts at ``now`` (the bus was
+idle), so isolated requests see the full latency. With a queue (several requests in flight)
+the bus is never idle and this plays no role.
 
 Write cache: after no write for ``cache_idle`` seconds the cache is full again; the next
 ``cache_bytes`` written go at ``cache_rate``, the rest at ``write_rate``. The cache starts full.
@@ -22,6 +24,7 @@ Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of t
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +33,9 @@ from cardbench.emulate.spec import CardSpec, ErrorRange
 
 #: Default turnaround allowance (seconds), see the module docstring.
 DEFAULT_TURNAROUND = 0.010
+#: A back-to-back request is credited at most this fraction of its own duration, so small
+#: requests after a short pause (think time) still take at least half their set time.
+CREDIT_FRACTION = 0.5
 
 
 class Timeline:
@@ -42,16 +48,21 @@ class Timeline:
         self.answered_at = 0.0  # when the server really answered the last request
         self.busy = 0.0         # total seconds booked
 
-    def start_for(self, now: float, turnaround: float) -> float:
-        """When a request arriving ``now`` starts: back-to-back (at ``free_at``) if it came
-        within ``turnaround`` of the last answer, else now. Our own late answers (a sleep
-        that overshot) are not counted as idle time."""
-        idle_since = max(self.free_at, self.answered_at)
-        return self.free_at if now - idle_since <= turnaround else now
+    def start_for(self, now: float, turnaround: float, duration: float = math.inf) -> float:
+        """When a request arriving ``now`` starts: queued behind the bus if it is busy;
+        back-to-back if it came within ``turnaround`` of the last answer (at ``free_at``, the
+        host's gap credited up to ``CREDIT_FRACTION * duration``); else now. Our own late
+        answers (a sleep that overshot) are not counted as idle time."""
+        if self.free_at >= now:
+            return self.free_at
+        oversleep = max(0.0, self.answered_at - self.free_at)  # our fault, credited in full
+        if now - self.free_at - oversleep > turnaround:
+            return now
+        return max(self.free_at, now - oversleep - CREDIT_FRACTION * duration)
 
     def book(self, now: float, duration: float, turnaround: float) -> tuple[float, float]:
         """Book ``duration`` seconds; returns (start, finish)."""
-        start = self.start_for(now, turnaround)
+        start = self.start_for(now, turnaround, duration)
         finish = start + duration
         self.free_at = finish
         self.busy += duration

@@ -104,7 +104,13 @@ def os_error(e: OSError, path: str) -> Exception:
 
 
 def get_engine(name: str = "sync", queue_depth: int = 1) -> Engine:
-    """An engine by name: ``sync`` (always), ``queued`` and ``fio`` where installed."""
+    """An engine by name: ``sync`` (always), ``queued`` (io_uring, or threads where io_uring is
+    missing) and ``fio`` where installed.
+
+    ``fio`` runs whole jobs rather than single operations: what comes back is a
+    :class:`cardbench.engine.fio.FioEngine`, whose ``run(path, rw, bs, ...)`` returns a Run
+    (workloads take ``engine="fio"``); its submit/reap raise UsageError.
+    """
     if name == "sync":
         from cardbench.engine.sync import SyncEngine
         return SyncEngine()
@@ -114,4 +120,7 @@ def get_engine(name: str = "sync", queue_depth: int = 1) -> Engine:
         except ImportError:
             raise UsageError("the queued engine is not available in this build") from None
         return QueuedEngine(queue_depth=queue_depth)
-    raise UsageError(f"unknown engine {name!r} (choose sync or queued)")
+    if name == "fio":
+        from cardbench.engine.fio import FioEngine
+        return FioEngine(queue_depth=queue_depth)  # type: ignore[return-value]
+    raise UsageError(f"unknown engine {name!r} (choose sync, queued or fio)")

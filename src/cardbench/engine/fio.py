@@ -207,3 +207,36 @@ def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
     return Run(bytes=total_bytes, seconds=runtime_ms / 1000.0, ops=total_ios, latency_s=lat, extra=extra)
 
 
+
+
+class FioEngine:
+    """What ``get_engine("fio")`` returns: fio runs whole jobs, not single operations.
+
+    ``run(path, rw, bs, ...)`` is :func:`run_fio` with this engine's queue depth as default
+    iodepth. The submit/reap calls of the Engine protocol raise UsageError with that advice.
+    """
+
+    name = "fio"
+
+    def __init__(self, queue_depth: int = 1, fio: str = "fio") -> None:
+        self.queue_depth = queue_depth
+        self.fio = fio
+
+    def available(self) -> bool:
+        return shutil.which(self.fio) is not None
+
+    def run(self, path: str, rw: str, bs: int, iodepth: int | None = None, numjobs: int = 1,
+            size: int | None = None, runtime: float | None = None, **kw: Any) -> Run:
+        return run_fio(path, rw, bs, iodepth or self.queue_depth, numjobs, size, runtime, fio=self.fio, **kw)
+
+    def _refuse(self, *a: Any, **k: Any):
+        raise UsageError("the fio engine runs whole workloads, not single operations: use engine='fio' in a "
+                         "workload or cardbench.engine.fio.run_fio")
+
+    open = submit = reap = sync = _refuse
+
+    def pending(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass

@@ -127,3 +127,33 @@ def render_compare(rows: list[TestComparison], label_a: str, label_b: str, fmt: 
     console.print(table)
     console.print(note, markup=False)
     return console.export_text(styles=False)
+
+
+def resolve_group(store, text: str, by: str = "auto") -> tuple[str, list[Result]]:
+    """What ``text`` names in ``store``: (a label for it, its results).
+
+    ``by="run"``: a run id or a unique prefix of one; ``"card"`` / ``"reader"``: every run of the
+    matching cards / readers (cardbench.store.query); ``"auto"``: a run id, else a card, else a reader.
+    """
+    if by not in ("auto", "run", "card", "reader"):
+        raise UsageError(f"cannot compare by {by!r} (use auto, run, card or reader)")
+    if by in ("auto", "run"):
+        try:
+            r = store.get(text)
+            return f"run {r.id[:12]} ({r.card.brand or r.card.name or r.card.identity()})", [r]
+        except UsageError:
+            if by == "run":
+                raise
+    if by in ("auto", "card"):
+        found = store.results(card=text)
+        if found:
+            n = len({r.card.identity() for r in found})
+            return f"card '{text}' ({len(found)} run{'s' if len(found) != 1 else ''}, {n} card{'s' if n != 1 else ''})", found
+        if by == "card":
+            raise UsageError(f"no stored runs of a card matching {text!r}")
+    found = store.results(reader=text)
+    if found:
+        return f"reader '{text}' ({len(found)} run{'s' if len(found) != 1 else ''})", found
+    if by == "reader":
+        raise UsageError(f"no stored runs through a reader matching {text!r}")
+    raise UsageError(f"{text!r} is neither a run id nor a card or reader in the results database")

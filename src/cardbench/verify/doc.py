@@ -1,0 +1,127 @@
+"""The ``cardbench.verify/1`` document: the pieces quick and full mode share.
+
+Field by field (README, "The verify document"):
+
+schema          "cardbench.verify/1"
+id              random hex id
+mode            "quick" (sampling probe of a block device) | "full" (fill and check everything)
+verdict         "genuine" | "counterfeit" (holds less than it announces) | "damaged" (loses data or fails
+                I/O inside its real capacity, or stopped answering)
+announced_bytes what the card says it holds
+usable_bytes    what it really holds, from the start: the size to partition it to (null: unknown)
+kind            how a counterfeit fails past usable_bytes: "wraparound" (writes land on earlier
+                addresses), "dropped" (writes are lost: zeros or old data read back), "other"
+                (I/O errors, damage); null when genuine
+bad_ranges      [[start, end), ...] bytes of the device (quick, block device) that are not usable
+fix_command     a command that repartitions the card to usable_bytes; ``fix.tool`` says which
+method          how it was measured (positions sampled, block size, cache flush, seed, ...)
+timings         seconds: wall time, time in writes, reads, journal saving and restoring
+device / target what was tested; card / reader: identity, when known
+complete        false when the run stopped early (card removed, interrupted)
+error           null or one line saying what went wrong
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shutil
+import uuid
+from typing import Any
+
+from cardbench import __version__
+from cardbench.result import Card, Reader, host_info
+
+SCHEMA = "cardbench.verify/1"
+VERDICTS = ("genuine", "counterfeit", "damaged")
+KINDS = ("wraparound", "dropped", "other")
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_doc(mode: str) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "id": uuid.uuid4().hex,
+        "mode": mode,
+        "started_at": now_iso(),
+        "finished_at": None,
+        "verdict": None,
+        "announced_bytes": None,
+        "usable_bytes": None,
+        "kind": None,
+        "bad_ranges": [],
+        "fix_command": None,
+        "fix": None,
+        "method": {},
+        "timings": {},
+        "device": None,
+        "card": None,
+        "reader": None,
+        "complete": False,
+        "error": None,
+        "tool": {"name": "cardbench", "version": __version__},
+        "host": host_info(),
+    }
+
+
+def fix_for(device: str | None, announced: int, usable: int | None) -> dict[str, Any] | None:
+    """How to repartition a card to its usable size: f3fix when installed, else an sfdisk line.
+
+    f3fix writes a new MBR partition table with one partition from sector 2048 to ``--last-sec``;
+    the sfdisk line does the same (1 MiB-aligned end). Both erase the old partition table.
+    """
+    if device is None or usable is None or usable >= announced:
+        return None
+    first = 2048
+    last = usable // 512 - 1
+    if last <= first + 2048:
+        return {"tool": None, "command": None, "last_sector": last,
+                "note": "too little usable space to be worth a partition"}
+    size = (last + 1 - first) // 2048 * 2048
+    f3fix = f"f3fix --last-sec={last} {device}"
+    sfdisk = f"printf 'label: dos\\nstart={first}, size={size}, type=c\\n' | sfdisk {device}"
+    tool = "f3fix" if shutil.which("f3fix") else "sfdisk"
+    return {
+        "tool": tool,
+        "command": f3fix if tool == "f3fix" else sfdisk,
+        "last_sector": last,
+        "alternatives": {"f3fix": f3fix, "sfdisk": sfdisk},
+        "note": "rewrites the partition table (one FAT32 partition ending before the first bad byte); "
+                "then format it, e.g. mkfs.vfat " + (device + "1" if device[-1:].isalpha() else device + "p1"),
+    }
+
+
+def identity(dev) -> tuple[Card | None, Reader | None]:
+    """Card and reader identity from a ``cardbench.devices.BlockDevice`` (None when unknown)."""
+    if dev is None:
+        return None, None
+    serial = None
+    name = None
+    info = getattr(dev, "card", None)
+    if info is not None:
+        attrs = info.attributes or {}
+        serial = attrs.get("serial")
+        name = attrs.get("name")
+    usb = getattr(dev, "usb", None)
+    card = Card(name=name, capacity_bytes=dev.size, serial=serial or dev.serial, model=dev.model,
+                brand=dev.vendor)
+    reader = None
+    if usb is not None:
+        speed = getattr(usb, "link_ceiling_bytes_per_s", None)
+        reader = Reader(name=usb.product, vendor_id=usb.vendor_id, product_id=usb.product_id, serial=usb.serial,
+                        link_speed_mbit=None if usb.speed is None else _num(usb.speed), driver=usb.driver,
+                        transport=dev.transport)
+        if speed is None:
+            pass
+    elif dev.transport:
+        reader = Reader(name=dev.transport, transport=dev.transport)
+    return card, reader
+
+
+def _num(x: Any) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,224 @@
+"""Quick mode: probe a block device for fake capacity in seconds (see :mod:`cardbench.verify.probe`).
+
+``verify_device(path)`` checks the safety rules (not mounted, not the system, not in use,
+writable), takes the target lock and an exclusive open, and runs the probe. Non-destructive by
+default: every region is first copied into the preserve journal (on another filesystem,
+:mod:`cardbench.devices.preserve`) and everything is written back at the end -- in reverse order
+of saving, which is what makes it right on a wraparound card, where a write past the real size
+lands on data saved earlier -- also on I/O errors, Ctrl-C and SIGTERM. If the card is pulled out
+the journal stays and ``recover_pending`` (run at the start of the next verify) puts it back.
+
+Faults of the card (I/O errors, removal) are results, not exceptions: the document says
+``damaged`` / ``complete: false`` and why. Exceptions are for what stops us from starting
+(SafetyRefusal, TargetError, UsageError) and for Ctrl-C (``Interrupted``, with ``.doc`` set to
+the partial document after the card was restored).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import struct
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from cardbench.errors import CardbenchError, DeviceFault, Interrupted, TargetError, UsageError
+from cardbench.progress import NullProgress
+from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
+from cardbench.verify.io import DeviceIO
+from cardbench.verify.probe import MIN_DEVICE, ProbeOptions, Prober
+
+BLKSSZGET = 0x1268
+BLKGETSIZE64 = 0x80081272
+
+
+def _geometry(fd: int) -> tuple[int, int]:
+    try:
+        sector = struct.unpack("i", fcntl.ioctl(fd, BLKSSZGET, struct.pack("i", 0)))[0]
+    except OSError:
+        sector = 512
+    try:
+        size = struct.unpack("Q", fcntl.ioctl(fd, BLKGETSIZE64, struct.pack("Q", 0)))[0]
+    except OSError:
+        size = os.lseek(fd, 0, os.SEEK_END)
+    return max(512, sector), size
+
+
+@contextmanager
+def signals_held() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM while restoring; yields a list that receives the signals that came."""
+    got: list[int] = []
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (OSError, ValueError):
+        yield got
+        return
+    try:
+        yield got
+    finally:
+        try:
+            pending = signal.sigpending() & sigs
+        except OSError:
+            pending = set()
+        for s in pending:
+            try:
+                signal.sigwait({s})   # consume it: the caller raises Interrupted itself
+            except OSError:
+                pass
+            got.append(int(s))
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
+                  time_budget: float | None = None, progress=None, seed: int | None = None,
+                  assume_cache_bytes: int | None = None, check_safety: bool = True) -> dict[str, Any]:
+    """Probe the block device ``path`` for fake capacity; returns a ``cardbench.verify/1`` document.
+
+    ``destructive=True`` skips saving and restoring (the caller -- the CLI -- must have had the
+    user confirm). ``journal_dir``: root of the preserve journal (default: the user data dir).
+    ``time_budget``: seconds to aim for (fewer samples; the document's ``confidence`` says what
+    that costs). ``seed`` makes the run reproducible (tag, positions, order).
+    ``assume_cache_bytes``: the largest cache a card is assumed to hide data in when it cannot
+    be measured (default: size/64 clamped to 8..256 MiB).
+    """
+    if time_budget is not None and time_budget <= 0:
+        raise UsageError("the time budget must be a positive number of seconds")
+    progress = progress or NullProgress()
+    doc = new_doc("quick")
+    doc["device"] = path
+    t_start = time.monotonic()
+    dev = None
+    recovered = []
+    if not destructive:
+        from cardbench.devices.preserve import recover_pending
+        try:
+            recovered = [r.to_dict() for r in recover_pending(journal_dir)]
+        except CardbenchError as e:
+            recovered = [{"status": "failed", "message": e.message}]
+    if check_safety:
+        from cardbench.devices.safety import check_destructive
+        dev = check_destructive(path)
+    else:
+        try:
+            from cardbench.devices import get_device
+            dev = get_device(path, whole_device=True)
+        except CardbenchError:
+            dev = None
+    card, reader = identity(dev)
+    doc["card"] = card.to_dict() if card else None
+    doc["reader"] = reader.to_dict() if reader else None
+    if recovered:
+        doc["recovered_journals"] = recovered
+
+    from cardbench.devices.lock import lock_key, target_lock
+    from cardbench.devices.safety import open_exclusive
+    with target_lock(lock_key(path), label=path), open_exclusive(path, write=True) as fd:
+        sector, size = _geometry(fd)
+        doc["announced_bytes"] = size
+        if size < MIN_DEVICE:
+            raise TargetError(f"{path} is too small to verify ({size} bytes; quick mode needs at least "
+                              f"{MIN_DEVICE // (1 << 20)} MiB)")
+        io = DeviceIO(fd, path, size, sector)
+        saver = None
+        if not destructive:
+            from cardbench.devices.preserve import Preserver
+            saver = Preserver(path, journal_dir)
+        interrupted: BaseException | None = None
+        result = None
+        try:
+            prober = Prober(io, saver=saver, progress=progress,
+                            options=ProbeOptions(time_budget=time_budget, seed=seed,
+                                                 assume_cache_bytes=assume_cache_bytes))
+            try:
+                result = prober.run()
+            except (KeyboardInterrupt, Interrupted) as e:
+                interrupted = e
+        finally:
+            restore = _restore(saver, progress)
+            io.close()
+        doc["preserve"] = restore
+        _fill(doc, path, size, prober, result, restore, t_start)
+        if interrupted is not None or restore.get("signals"):
+            doc["complete"] = False
+            doc["error"] = doc["error"] or "interrupted; " + ("the card was restored" if restore["status"] in
+                                                              ("restored", "not used") else restore["message"])
+            err = Interrupted(f"interrupted; {restore['message']}")
+            err.doc = doc  # type: ignore[attr-defined]
+            raise err
+    return doc
+
+
+def _restore(saver, progress) -> dict[str, Any]:
+    """Put every saved byte back (signals held meanwhile); never raises."""
+    if saver is None:
+        return {"status": "not used", "message": "destructive mode: nothing was saved",
+                "saved_bytes": 0, "restored_bytes": 0, "seconds": 0.0}
+    saved = saver.saved_bytes
+    journal = str(getattr(saver, "path", "") or "")
+    t0 = time.perf_counter()
+    with signals_held() as sigs:
+        try:
+            with progress.task("verify: restoring saved bytes", saved) as adv:
+                n = saver.restore()
+                adv(n)
+            out = {"status": "restored", "message": f"restored {n} bytes", "saved_bytes": saved,
+                   "restored_bytes": n}
+        except (CardbenchError, OSError) as e:
+            msg = e.message if isinstance(e, CardbenchError) else str(e)
+            try:
+                saver.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the restore error
+                pass
+            out = {"status": "kept", "message": f"restoring failed ({msg}); the original bytes are kept in "
+                                                 f"{journal} and are written back by the next cardbench verify "
+                                                 f"or `cardbench recover` once the card is back",
+                   "saved_bytes": saved, "restored_bytes": 0, "journal": journal}
+    out["seconds"] = time.perf_counter() - t0
+    if sigs:
+        out["signals"] = sigs
+    return out
+
+
+def _fill(doc: dict, path: str, size: int, prober: Prober, r, restore: dict, t_start: float) -> None:
+    st = prober.io.stats
+    doc["finished_at"] = now_iso()
+    doc["timings"] = {
+        "seconds": time.monotonic() - t_start,
+        "probe_seconds": r.seconds if r else None,
+        "write_seconds": st.write_seconds,
+        "read_seconds": st.read_seconds,
+        "sync_seconds": st.sync_seconds,
+        "save_seconds": prober.save_seconds,
+        "restore_seconds": restore.get("seconds", 0.0),
+    }
+    if r is None:
+        doc["method"] = {"algorithm": "cardbench quick probe", "seed": prober.opt.seed}
+        doc["complete"] = False
+        return
+    doc.update({
+        "verdict": r.verdict,
+        "announced_bytes": size,
+        "usable_bytes": r.usable_bytes,
+        "kind": r.kind,
+        "bad_ranges": [list(x) for x in r.bad_ranges],
+        "method": r.method,
+        "complete": r.complete and restore["status"] != "kept",
+        "error": r.error,
+        "confidence": r.confidence,
+        "cache": {"bytes": r.cache_bytes, "note": r.cache_note},
+        "evidence": r.evidence,
+        "notes": list(r.notes),
+    })
+    if r.wrap_bytes:
+        doc["wrap_bytes"] = r.wrap_bytes
+    if r.removed_at is not None:
+        doc["removed_at"] = r.removed_at
+        doc["error"] = f"the card stopped answering (removed?) at byte {r.removed_at}: {r.error}"
+    if restore["status"] == "kept":
+        doc["error"] = (doc["error"] + "; " if doc["error"] else "") + restore["message"]
+    fix = fix_for(path, size, r.usable_bytes) if r.verdict != "genuine" else None
+    doc["fix"] = fix
+    doc["fix_command"] = fix["command"] if fix else None

@@ -1,0 +1,80 @@
+"""`cardbench emulate ...`: start, set, status, yank, stop (detached servers)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from emulate_helpers import assert_gone, dio_read, needs_emulator
+
+from cardbench.cli.emulate_cmd import emulate
+from cardbench.errors import UsageError
+
+pytestmark = needs_emulator
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, emu_tmp):
+    root = emu_tmp / f"cli-{tmp_path.name}"
+    monkeypatch.setenv("CARDBENCH_EMULATE_ROOT", str(root))
+    monkeypatch.delenv("CARDBENCH_EMULATE_DATA", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(emulate, list(args), catch_exceptions=True)
+
+    yield invoke
+    invoke("stop", "--all")
+
+
+def test_cli_start_set_status_yank_stop(cli):
+    r = cli("start", "--name", "demo1", "--size", "32MiB", "--write-rate", "4.9MB/s", "--read-rate", "20MB/s",
+            "--real-size", "16MiB", "--fake-mode", "drop", "--cache-size", "1MB", "--cache-rate", "40MB/s",
+            "--ceiling", "30MB/s", "--latency", "1ms")
+    assert r.exit_code == 0, (r.output, r.exception)
+    device = r.output.strip()
+    assert device.startswith("/dev/loop")
+    st = json.loads(cli("status", "demo1", "--json").output)
+    assert st["running"] and st["device"] == device
+    assert st["write_rate"] == 4.9e6 and st["read_rate"] == 20e6 and st["latency"] == 0.001
+    assert st["real_size"] == 16 * 2**20 and st["fake_mode"] == "drop" and st["ceiling"] == 30e6
+    assert dio_read(device, 0, 4096) == bytes(4096)
+
+    r = cli("set", "demo1", "--write-rate", "2MB/s", "--ceiling", "none", "--error", "0:4096:read", "--json")
+    assert r.exit_code == 0, (r.output, r.exception)
+    st = json.loads(r.output)
+    assert st["write_rate"] == 2e6 and st["ceiling"] is None and st["errors"] == [[0, 4096, "read"]]
+    with pytest.raises(OSError) as e:
+        dio_read(device, 0, 4096)
+    assert e.value.errno == errno.EIO
+
+    assert "demo1" in cli("status").output
+    r = cli("yank", "demo1")
+    assert r.exit_code == 0 and "yanked" in r.output
+    with pytest.raises(OSError):
+        dio_read(device, 8192, 4096)
+
+    workdir, pid = st["workdir"], st["pid"]
+    r = cli("stop", "demo1")
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert_gone(workdir, device, pid)
+    assert "no emulated cards" in cli("status").output
+
+
+def test_cli_errors_are_cardbench_errors(cli):
+    r = cli("set", "nope", "--write-rate", "1MB/s")
+    assert isinstance(r.exception, UsageError)
+    r = cli("start", "--size", "3")
+    assert isinstance(r.exception, UsageError)
+    r = cli("start", "--write-rate", "fast")
+    assert isinstance(r.exception, UsageError)
+    r = cli("stop")
+    assert isinstance(r.exception, UsageError)
+    r = cli("start", "--name", "twice", "--size", "1MiB")
+    assert r.exit_code == 0, (r.output, r.exception)
+    r = cli("start", "--name", "twice", "--size", "1MiB")
+    assert isinstance(r.exception, UsageError) and "already running" in str(r.exception)
+    assert os.path.isdir(os.environ["CARDBENCH_EMULATE_ROOT"])
