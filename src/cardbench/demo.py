@@ -19,8 +19,8 @@ from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
 
-SPEED_FACTOR = 4
-FILE_BYTES = 8 * MB
+SPEED_FACTOR = 3
+FILE_BYTES = 6 * MB
 RUNS = 3
 
 

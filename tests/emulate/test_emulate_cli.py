@@ -39,6 +39,7 @@ def test_cli_start_set_status_yank_stop(cli):
     assert device.startswith("/dev/loop")
     st = json.loads(cli("status", "demo1", "--json").output)
     assert st["running"] and st["device"] == device
+    workdir, pid = st["workdir"], st["pid"]
     assert st["write_rate"] == 4.9e6 and st["read_rate"] == 20e6 and st["latency"] == 0.001
     assert st["real_size"] == 16 * 2**20 and st["fake_mode"] == "drop" and st["ceiling"] == 30e6
     assert dio_read(device, 0, 4096) == bytes(4096)
@@ -57,7 +58,6 @@ def test_cli_start_set_status_yank_stop(cli):
     with pytest.raises(OSError):
         dio_read(device, 8192, 4096)
 
-    workdir, pid = st["workdir"], st["pid"]
     r = cli("stop", "demo1")
     assert r.exit_code == 0, (r.output, r.exception)
     assert_gone(workdir, device, pid)

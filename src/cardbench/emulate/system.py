@@ -59,6 +59,14 @@ def check_environment() -> None:
 
 # -- mounts -------------------------------------------------------------------------------
 
+def canon(path: str | os.PathLike) -> str:
+    """An absolute, symlink-free path *without touching its last component*: calling
+    realpath on a hung FUSE mountpoint would stat it and block forever."""
+    path = os.path.abspath(os.fspath(path)).rstrip("/") or "/"
+    head, tail = os.path.split(path)
+    return os.path.join(os.path.realpath(head), tail) if tail else head
+
+
 @dataclass(frozen=True)
 class MountEntry:
     major: int
@@ -99,12 +107,12 @@ def mounts() -> list[MountEntry]:
 
 
 def is_mounted(path: str | os.PathLike) -> bool:
-    path = os.path.realpath(path)
+    path = canon(path)
     return any(m.mountpoint == path for m in mounts())
 
 
 def fuse_mount(mountpoint: str | os.PathLike) -> MountEntry | None:
-    path = os.path.realpath(mountpoint)
+    path = canon(mountpoint)
     for m in reversed(mounts()):
         if m.mountpoint == path and m.fstype.startswith("fuse"):
             return m
@@ -128,7 +136,7 @@ def abort_fuse(mountpoint: str | os.PathLike) -> bool:
 
 def umount(path: str | os.PathLike, *, timeout: float = COMMAND_TIMEOUT, lazy_fallback: bool = True) -> None:
     """Unmount ``path`` (all stacked mounts on it); lazily if it stays busy."""
-    path = os.path.realpath(path)
+    path = canon(path)
     for _ in range(8):
         if not is_mounted(path):
             return
@@ -178,7 +186,7 @@ def loops() -> list[LoopInfo]:
 
 def loops_under(directory: str | os.PathLike) -> list[LoopInfo]:
     """Loop devices whose backing file lies under ``directory`` (e.g. our FUSE mountpoint)."""
-    prefix = os.path.realpath(directory).rstrip("/") + "/"
+    prefix = canon(directory).rstrip("/") + "/"
     return [lo for lo in loops() if lo.backing_file.startswith(prefix)]
 
 
@@ -251,7 +259,7 @@ def unmount_fuse(mountpoint: str | os.PathLike, *, timeout: float = COMMAND_TIME
             return
         if attempt == "abort":
             abort_fuse(mountpoint)
-            run(["umount", "-l", os.path.realpath(mountpoint)], timeout=timeout, check=False)
+            run(["umount", "-l", canon(mountpoint)], timeout=timeout, check=False)
             return
         try:
             run(["fusermount3", attempt, str(mountpoint)], timeout=timeout, check=False)
@@ -260,23 +268,39 @@ def unmount_fuse(mountpoint: str | os.PathLike, *, timeout: float = COMMAND_TIME
 
 
 def remove_tree(path: str | os.PathLike) -> None:
-    """Remove a work directory, never descending into something still mounted."""
-    path = os.path.realpath(path)
-    if not os.path.isdir(path):
-        return
+    """Remove a work directory, never descending into something still mounted (a hung FUSE
+    mount would block, a live one would be emptied)."""
+    path = canon(path)
     mounted = {m.mountpoint for m in mounts()}
-    for root, dirs, files in os.walk(path, topdown=False):
-        if any(m == root or m.startswith(root + "/") for m in mounted):
-            continue
-        for f in files:
-            try:
-                os.unlink(os.path.join(root, f))
-            except OSError:
-                pass
+
+    def remove(d: str) -> bool:
+        """Remove ``d`` recursively; False if something had to stay."""
+        if d in mounted:
+            return False
+        clean = True
         try:
-            os.rmdir(root)
+            entries = list(os.scandir(d))
         except OSError:
-            pass
+            return False
+        for e in entries:
+            if e.path in mounted:
+                clean = False
+            elif e.is_dir(follow_symlinks=False):  # d_type from readdir: no stat
+                clean = remove(e.path) and clean
+            else:
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    clean = False
+        if clean:
+            try:
+                os.rmdir(d)
+            except OSError:
+                clean = False
+        return clean
+
+    if any(m == path or m.startswith(path + "/") for m in mounted) or os.path.isdir(path):
+        remove(path)
 
 
 def process_alive(pid: int) -> bool:

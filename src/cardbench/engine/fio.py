@@ -15,11 +15,14 @@ What is asked of fio, and why:
 * ``--norandommap --randrepeat=0``: random offsets drawn independently (with repetition),
   as cardbench's engines draw them; ``--allow_file_create=0`` never creates a file.
 * ``--percentile_list=50:90:99:99.9``: the completion-latency percentiles cardbench reports.
-  fio's percentiles come from its latency histogram (bins about 1.6% wide).
+  fio's percentiles come from its latency histogram (bins about 1.6% wide). fio's completion
+  latency (clat) starts after the submitting system call returned; cardbench's own engines time
+  from before that call, like fio's total latency (``--lat_percentiles=1``, kept in
+  ``extra["lat_s"]``). At card latencies (hundreds of microseconds and up) the two agree.
 
 The Run: ``bytes`` = io_bytes, ``seconds`` = fio's runtime (ms resolution), ``ops`` =
-total_ios, ``latency_s`` = clat_ns percentiles and max in seconds; ``extra`` holds fio's
-version, the exact command and its own bandwidth and IOPS figures.
+total_ios, ``latency_s`` = clat_ns percentiles and max in seconds; ``extra`` holds the total
+latency percentiles (``lat_s``), fio's version, the exact command and its own bandwidth and IOPS.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
            f"--rw={rw}", f"--bs={bs}", f"--iodepth={iodepth}", f"--numjobs={numjobs}", "--group_reporting",
            f"--offset={offset}", f"--size={area}",
            "--norandommap", "--randrepeat=0", "--allow_file_create=0",
-           "--percentile_list=" + ":".join(f"{p:g}" for p in PERCENTILES)]
+           "--lat_percentiles=1", "--percentile_list=" + ":".join(f"{p:g}" for p in PERCENTILES)]
     if size is not None and size != area:
         if size < bs:
             raise UsageError(f"the fio io size ({size} B) is smaller than one block ({bs} B)")
@@ -190,7 +193,15 @@ def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
                 lat[f"p{p:g}"] = float(v) / 1e9
         if "max" in clat:
             lat["max"] = float(clat["max"]) / 1e9
+    total_lat = main.get("lat_ns") or {}
+    lat_total: dict[str, float] | None = None
+    if total_lat.get("percentile"):
+        lat_total = {f"p{p:g}": float(total_lat["percentile"][_pct_key(p)]) / 1e9
+                     for p in PERCENTILES if _pct_key(p) in total_lat["percentile"]}
+        if "max" in total_lat:
+            lat_total["max"] = float(total_lat["max"]) / 1e9
     extra: dict[str, Any] = {
+        "lat_s": lat_total,
         "fio_bw_bytes": sum(float(p.get("bw_bytes", 0)) for p in parts),
         "fio_iops": sum(float(p.get("iops", 0)) for p in parts),
         "fio_runtime_ms": runtime_ms,

@@ -1,33 +1,40 @@
 """The queued engine: many operations in flight at once (queue depth 1..256).
 
-Two backends behind the same ``submit``/``reap`` calls:
+Backends behind the same ``submit``/``reap`` calls (``QueuedEngine(depth, backend=...)``;
+after ``open`` the one in use is in ``engine.backend`` and workloads record it):
 
-``io_uring`` (default where the kernel allows it)
-    A minimal io_uring written against the raw system calls (``io_uring_setup`` and
-    ``io_uring_enter`` through ctypes, the rings mmap'd into Python), no extra package.
-    ``submit`` writes a submission entry into the shared ring; the kernel gets the queued
-    entries at the next ``reap`` (one ``io_uring_enter`` submits them and waits for
-    completions), so a steady loop costs one system call per batch. Each operation's
-    ``submitted`` time is taken just before the system call that handed it to the kernel and
-    ``completed`` just after the call that returned it, like fio's completion latency.
+``io_uring`` (the default for depth > 1 where the kernel allows it)
+    A minimal io_uring on the raw system calls (``io_uring_setup`` / ``io_uring_enter`` through
+    ctypes, the rings mmap'd into Python); no extra package. (The PyPI ``liburing`` package was
+    tried: it installs, but takes only ``bytearray`` buffers, not the page-aligned mmaps O_DIRECT
+    needs, and marks several calls untested.) ``submit`` writes a submission entry into the
+    shared ring and hands queued entries to the kernel two at a time (``DEFAULT_SUBMIT_BATCH``);
+    ``reap`` hands over the rest and waits. Feeding the device a few at a time keeps it
+    streaming like fio does (one ``io_uring_enter`` per I/O); handing over everything only at
+    ``reap`` made completions come back in waves and cost a quarter of the IOPS at QD32.
+    ``submitted`` is taken just before the system call that handed the operation to the kernel,
+    ``completed`` just after the call that returned it (fio's "lat", slightly more than its
+    "clat").
 
     Memory ordering: on x86-64 (TSO) the rings are read and written with plain loads and
     stores, as liburing does there. On other architectures the ring is only used with
     ``IORING_SETUP_DEFER_TASKRUN`` (Linux 6.1+), where the kernel posts completions in our own
     thread during ``io_uring_enter``, so no user-space barrier is needed; without it the thread
-    pool is used instead.
+    pool is used instead. A ring made with ``IORING_SETUP_SINGLE_ISSUER`` belongs to the thread
+    that opened it: ``open``, ``submit`` and ``reap`` from one thread (one engine per thread).
+
+``direct`` (the default at depth 1)
+    ``os.preadv``/``os.pwritev`` in ``submit``, like the sync engine. One operation at a time
+    has nothing to overlap and the plain call is the cheapest way to issue it (random 4 KiB QD1
+    writes: pwrite ~8% faster than io_uring here, and fio's psync beats fio's io_uring alike).
 
 ``threads`` (fallback)
     ``queue_depth`` worker threads doing ``os.preadv``/``os.pwritev`` (they release the GIL).
     Used where io_uring is missing (kernel < 5.6), disabled (``kernel.io_uring_disabled``,
-    seccomp in containers) or not safe to drive from Python on this architecture.
+    seccomp in containers) or not safe to drive from Python on this architecture. About half
+    of io_uring's random 4 KiB QD32 rate (GIL hand-offs per operation).
 
-``bench/engine_vs_fio.py`` measures both against fio; io_uring is the faster one here
-(see the module ``BACKEND_NOTE``). ``QueuedEngine(queue_depth, backend="threads")`` forces the
-fallback.
-
-A ring with ``IORING_SETUP_SINGLE_ISSUER`` belongs to the thread that opened it: call ``open``,
-``submit`` and ``reap`` from one thread (create one engine per thread).
+Measurements: ``bench/engine_vs_fio.py`` (figures in ``BACKEND_NOTE``).
 """
 
 from __future__ import annotations
@@ -47,14 +54,15 @@ from cardbench.engine.base import Completion, IoOp, open_fd, os_error
 from cardbench.errors import UsageError
 
 MAX_QUEUE_DEPTH = 256
+BACKENDS = ("auto", "io_uring", "threads", "direct")
 #: Entries handed to the kernel as soon as this many are queued, instead of all at once at the
 #: next ``reap``. Feeding the device a few at a time keeps it streaming: on a virtio disk random
 #: 4 KiB QD32 reads went from 0.74x fio (everything at reap) to ~0.9x (1, 2 or 4 at a time).
 DEFAULT_SUBMIT_BATCH = 2
 
 BACKEND_NOTE = (
-    "io_uring is the default: on a virtio disk (2 cores) random 4 KiB QD32 reads ran at "
-    "~0.9x fio with io_uring and ~0.35x with the thread pool (bench/engine_vs_fio.py)"
+    "random 4 KiB QD32 reads on a virtio disk (2 vCPUs, bench/engine_vs_fio.py): io_uring ~0.9-1.0x fio, "
+    "threads ~0.5x fio; QD1: direct preadv/pwritev ~1.0x fio (io_uring at QD1 ~0.93x)"
 )
 
 # --- io_uring ABI (include/uapi/linux/io_uring.h) -------------------------------------------
@@ -81,6 +89,7 @@ _IORING_OFF_SQES = 0x10000000
 _IORING_OP_FSYNC = 3
 _IORING_OP_READ = 22
 _IORING_OP_WRITE = 23
+_OPCODES = {"read": _IORING_OP_READ, "write": _IORING_OP_WRITE}
 
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 
@@ -98,6 +107,7 @@ _UNIFIED_SYSCALLS = _TSO_MACHINES | {"aarch64", "arm64", "armv7l", "armv6l", "ri
                                      "s390x", "loongarch64"}
 
 _libc = None
+_perf = time.perf_counter
 _SETUP_FLAGS: int | None = None
 _SUBMIT_BATCH: int | None = None
 
@@ -126,7 +136,7 @@ class _Ring:
         tries = [base | _IORING_SETUP_SINGLE_ISSUER | _IORING_SETUP_DEFER_TASKRUN]
         if machine in _TSO_MACHINES:
             tries += [base | _IORING_SETUP_COOP_TASKRUN, base, _IORING_SETUP_CLAMP]
-        if _SETUP_FLAGS is not None:        # for experiments (bench/engine_vs_fio.py --ring-flags)
+        if _SETUP_FLAGS is not None:        # for experiments only
             tries = [_SETUP_FLAGS]
         fd = -1
         err = 0
@@ -187,7 +197,11 @@ class _Ring:
         self._enter = syscall
 
     def sq_space(self) -> int:
-        return self.sq_entries - (self.sq_tail - self.sq32[self.sq_head_i])
+        return self.sq_entries - ((self.sq_tail - self.sq32[self.sq_head_i]) & 0xFFFFFFFF)
+
+    def sq_unconsumed(self) -> int:
+        """Entries written to the SQ that the kernel has not taken yet."""
+        return (self.sq_tail - self.sq32[self.sq_head_i]) & 0xFFFFFFFF
 
     def enter(self, to_submit: int, min_complete: int) -> None:
         """Submit ``to_submit`` queued entries and wait for ``min_complete`` completions."""
@@ -200,7 +214,7 @@ class _Ring:
             e = ctypes.get_errno()
             if e == errno.EINTR:
                 # whatever was consumed is reflected in the SQ head; submit the rest
-                to_submit = self.sq_tail - self.sq32[self.sq_head_i]
+                to_submit = self.sq_unconsumed()
                 continue
             if e in (errno.EAGAIN, errno.EBUSY):
                 # the kernel is short of memory or the CQ is backed up: harvest, then retry
@@ -246,8 +260,9 @@ def io_uring_available() -> tuple[bool, str | None]:
 class QueuedEngine:
     """Up to ``queue_depth`` operations in flight; io_uring, or a thread pool where it is missing.
 
-    ``backend``: "auto" (io_uring if it works, else threads), "io_uring" or "threads".
-    After ``open`` the chosen backend is in ``self.backend``.
+    ``backend``: "auto" (depth 1: direct; deeper: io_uring if it works, else threads),
+    "io_uring", "threads" or "direct" (each operation done in ``submit`` with preadv/pwritev,
+    depth 1 only in effect). After ``open`` the chosen backend is in ``self.backend``.
     """
 
     name = "queued"
@@ -260,8 +275,8 @@ class QueuedEngine:
         if not isinstance(submit_batch, int) or submit_batch < 1:
             raise UsageError(f"submit batch must be a positive whole number, got {submit_batch!r}")
         self.submit_batch = submit_batch
-        if backend not in ("auto", "io_uring", "threads"):
-            raise UsageError(f"unknown queued backend {backend!r} (auto, io_uring or threads)")
+        if backend not in BACKENDS:
+            raise UsageError(f"unknown queued backend {backend!r} ({', '.join(BACKENDS)})")
         self.queue_depth = queue_depth
         self.requested_backend = backend
         self.backend: str | None = None
@@ -280,12 +295,18 @@ class QueuedEngine:
             os.close(self.fd)
             self.fd = None
             raise
-        # the hot calls go straight to the backend (one Python call less per operation)
-        self.submit = self._impl.submit       # type: ignore[method-assign]
+        # the hot calls go straight to the backend (one Python call less per operation); at
+        # depth 1 the io_uring backend submits and waits in one system call
+        impl = self._impl
+        self.submit = impl.submit_wait if self.queue_depth == 1 and self.backend == "io_uring" \
+            else impl.submit  # type: ignore[method-assign]
         self.reap = self._impl.reap           # type: ignore[method-assign]
 
     def _make_impl(self):
         assert self.fd is not None
+        if self.requested_backend == "direct" or (self.requested_backend == "auto" and self.queue_depth == 1):
+            self.backend = "direct"
+            return _DirectImpl(self.fd, self.path)
         if self.requested_backend in ("auto", "io_uring"):
             try:
                 impl = _UringImpl(self.fd, self.path, self.queue_depth, self.submit_batch)
@@ -364,16 +385,12 @@ class _UringImpl:
         self.inflight = 0                        # entered, not completed
         self.done: list[Completion] = []         # completed, not yet handed out
         self.addr: dict[int, tuple[object, object, int]] = {}
-        self.error: Exception | None = None
-        #: hand queued entries to the kernel once this many wait (see QueuedEngine); at depth 1
-        #: the entry goes with the wait in ``reap`` (one system call per operation)
-        self.submit_batch = submit_batch if queue_depth > 1 else self.depth + 1
+        self.errors: list[Exception] = []         # failed operations, raised one per reap
+        #: hand queued entries to the kernel once this many wait (see QueuedEngine)
+        self.submit_batch = submit_batch
 
-    def _address(self, buf) -> tuple[int, int]:
-        """(address, size) of a buffer; the buffer is kept referenced (so mapped) while cached."""
-        ent = self.addr.get(id(buf))
-        if ent is not None and ent[0] is buf:
-            return ent[2], ent[3]
+    def _address(self, buf) -> tuple:
+        """(buf, ctypes view, address, size); cached, which keeps the buffer referenced (so mapped)."""
         try:
             c = ctypes.c_char.from_buffer(buf)
             a = ctypes.addressof(c)
@@ -387,33 +404,88 @@ class _UringImpl:
                 raise
         if len(self.addr) > 4096 and not self.inflight and not self.unsent:
             self.addr.clear()
-        self.addr[id(buf)] = (buf, c, a, size)
-        return a, size
+        ent = self.addr[id(buf)] = (buf, c, a, size)
+        return ent
 
     def submit(self, op: IoOp) -> None:
         ring = self.ring
         if not self.slots_free or ring.sq_space() <= 0:
             self._wait(1)        # full: make room, keep the completions for the next reap
-        kind = op.kind
-        if kind == "read":
-            opcode = _IORING_OP_READ
-        elif kind == "write":
-            opcode = _IORING_OP_WRITE
-        else:
-            raise ValueError(f"unknown operation {kind!r}")
-        addr, size = self._address(op.buf)
-        if not 0 < op.length <= size:
-            raise ValueError(f"operation length {op.length} does not fit its {size}-byte buffer")
+        opcode = _OPCODES.get(op.kind)
+        if opcode is None:
+            raise ValueError(f"unknown operation {op.kind!r}")
+        buf = op.buf
+        ent = self.addr.get(id(buf))
+        if ent is None or ent[0] is not buf:
+            ent = self._address(buf)
+        if not 0 < op.length <= ent[3]:
+            raise ValueError(f"operation length {op.length} does not fit its {ent[3]}-byte buffer")
         slot = self.slots_free.pop()
         tail = ring.sq_tail
         _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) * 64, opcode, 0, 0, self.fd, op.offset,
-                       addr, op.length, 0, slot, 0, 0, 0, 0, 0)
-        ring.sq_tail = tail + 1
-        ring.sq32[ring.sq_tail_i] = (tail + 1) & 0xFFFFFFFF
+                       ent[2], op.length, 0, slot, 0, 0, 0, 0, 0)
+        tail = (tail + 1) & 0xFFFFFFFF
+        ring.sq_tail = tail
+        ring.sq32[ring.sq_tail_i] = tail
         self.slot_op[slot] = op
         self.unsent.append(slot)
         if len(self.unsent) >= self.submit_batch:
             self._wait(0)
+
+    def submit_wait(self, op: IoOp) -> None:
+        """Depth 1: submit and wait in one system call (nothing else can be in flight).
+
+        The lean path of the common case (one entry in, one completion out); anything else
+        (interrupted, kernel busy, an error of the call) goes on through the general path."""
+        if self.inflight or self.unsent or not self.slots_free:
+            self._wait(self.inflight + len(self.unsent))
+        opcode = _OPCODES.get(op.kind)
+        if opcode is None:
+            raise ValueError(f"unknown operation {op.kind!r}")
+        buf = op.buf
+        ent = self.addr.get(id(buf))
+        if ent is None or ent[0] is not buf:
+            ent = self._address(buf)
+        if not 0 < op.length <= ent[3]:
+            raise ValueError(f"operation length {op.length} does not fit its {ent[3]}-byte buffer")
+        ring = self.ring
+        slot = self.slots_free.pop()
+        tail = ring.sq_tail
+        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) * 64, opcode, 0, 0, self.fd, op.offset,
+                       ent[2], op.length, 0, slot, 0, 0, 0, 0, 0)
+        tail = (tail + 1) & 0xFFFFFFFF
+        ring.sq_tail = tail
+        ring.sq32[ring.sq_tail_i] = tail
+        self.slot_op[slot] = op
+        t0 = self.slot_t[slot] = _perf()
+        r = ring._enter(_SYS_IO_URING_ENTER, ring.fd, 1, 1, _IORING_ENTER_GETEVENTS, None, 0)
+        if r == 1:
+            cq32 = ring.cq32
+            head = cq32[ring.cq_head_i]
+            if cq32[ring.cq_tail_i] == (head + 1) & 0xFFFFFFFF:
+                now = _perf()
+                user, res, _flags = _CQE.unpack_from(ring.cq_map, ring.cqes_off + (head & ring.cq_mask) * 16)
+                cq32[ring.cq_head_i] = (head + 1) & 0xFFFFFFFF
+                if user == slot:
+                    self.slot_op[slot] = None
+                    self.slots_free.append(slot)
+                    if res < 0:
+                        self.errors.append(os_error(OSError(-res, os.strerror(-res)), self.path))
+                    else:
+                        self.done.append(Completion(op, res, t0, now))
+                    return
+                cq32[ring.cq_head_i] = head          # not ours (cannot happen): general path
+        err = ctypes.get_errno() if r < 0 else 0
+        if ring.sq_unconsumed():
+            self.unsent.append(slot)
+        else:
+            self.inflight += 1
+        self._harvest()
+        if err and err not in (errno.EINTR, errno.EAGAIN, errno.EBUSY):
+            if err == errno.EEXIST:
+                raise UsageError("a queued engine belongs to the thread that opened it "
+                                 "(make one engine per thread)")
+            raise os_error(OSError(err, os.strerror(err)), self.path)
 
     def _wait(self, min_complete: int) -> None:
         """Enter the kernel: submit what is queued, wait, harvest completions into ``done``."""
@@ -430,12 +502,14 @@ class _UringImpl:
         try:
             ring.enter(n, want)
         except OSError as e:
+            if e.errno == errno.EEXIST:
+                raise UsageError("a queued engine belongs to the thread that opened it "
+                                 "(make one engine per thread)") from None
             raise os_error(e, self.path) from None
         finally:
             if n:
                 # the kernel consumed whatever the SQ head says
-                left = ring.sq_tail - ring.sq32[ring.sq_head_i]
-                sent = n - left
+                sent = n - ring.sq_unconsumed()
                 self.inflight += sent
                 self.unsent = unsent[sent:]
         self._harvest()
@@ -465,9 +539,7 @@ class _UringImpl:
             slot_op[slot] = None
             free.append(slot)
             if res < 0:
-                if self.error is None:
-                    e = -res
-                    self.error = os_error(OSError(e, os.strerror(e)), self.path)
+                self.errors.append(os_error(OSError(-res, os.strerror(-res)), self.path))
                 continue
             done.append(Completion(op, res, slot_t[slot], now))
         cq32[ring.cq_head_i] = head
@@ -477,10 +549,9 @@ class _UringImpl:
         if self.unsent or self.inflight:
             # always enter: with DEFER_TASKRUN completions are only posted inside io_uring_enter
             self._wait(max(0, min_complete - len(self.done)))
-        if self.error is not None:
-            err, self.error = self.error, None
-            self.done = []
-            raise err
+        if self.errors:
+            # raise the first error; the good completions stay for the next reap
+            raise self.errors.pop(0)
         done, self.done = self.done, []
         return done
 
@@ -505,6 +576,49 @@ class _UringImpl:
             self.done = []
             self.addr.clear()
             self.ring.close()
+
+
+class _DirectImpl:
+    """Depth 1 without a ring: preadv/pwritev in ``submit``, like the sync engine.
+
+    With one operation at a time there is nothing to overlap, and the plain system call is the
+    cheapest way to issue it: on this project's test machine random 4 KiB QD1 writes ran ~8%
+    faster with pwrite than through io_uring (fio psync vs fio io_uring showed the same)."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+        self.done: list[Completion] = []
+
+    def submit(self, op: IoOp) -> None:
+        kind = op.kind
+        if kind not in _OPCODES:
+            raise ValueError(f"unknown operation {kind!r}")
+        mv = memoryview(op.buf)[: op.length]
+        t0 = _perf()
+        try:
+            if kind == "write":
+                n = os.pwritev(self.fd, [mv], op.offset)
+            else:
+                n = os.preadv(self.fd, [mv], op.offset)
+        except OSError as e:
+            raise os_error(e, self.path) from None
+        finally:
+            mv.release()
+        self.done.append(Completion(op, n, t0, _perf()))
+
+    def reap(self, min_complete: int = 1) -> list[Completion]:
+        done, self.done = self.done, []
+        return done
+
+    def pending(self) -> int:
+        return len(self.done)
+
+    def wait_idle(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.done = []
 
 
 class _ThreadImpl:
@@ -566,17 +680,14 @@ class _ThreadImpl:
                 self.cond.wait()
             items = list(self.results)
             self.results.clear()
+            errors = [it for it in items if isinstance(it, Exception)]
+            if errors:
+                # raise the first error; the good completions stay for the next reap
+                self.results.extend(it for it in items if not isinstance(it, Exception))
+                self.outstanding -= len(errors)
+                raise errors[0]
             self.outstanding -= len(items)
-        out: list[Completion] = []
-        err = None
-        for it in items:
-            if isinstance(it, Exception):
-                err = err or it
-            else:
-                out.append(it)
-        if err is not None:
-            raise err
-        return out
+        return items
 
     def pending(self) -> int:
         return self.outstanding

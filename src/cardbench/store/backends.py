@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -107,7 +108,7 @@ class SQLiteBackend(Backend):
             if existing:
                 # Read-only look first: a foreign database must be left exactly as it was.
                 self.check_not_foreign()
-            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            mode = self._switch_to_wal()
             if mode and str(mode[0]).lower() != "wal":
                 raise StoreError(f"results database {p}: cannot switch to WAL journal mode (got {mode[0]})")
             self.conn.execute("PRAGMA foreign_keys = ON")
@@ -117,6 +118,18 @@ class SQLiteBackend(Backend):
         except BaseException:
             self.conn.close()
             raise
+
+    def _switch_to_wal(self):
+        """PRAGMA journal_mode=WAL, retried: while another process creates the same new file,
+        SQLite answers "database is locked" at once here, without waiting on the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def check_not_foreign(self) -> None:
         app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]

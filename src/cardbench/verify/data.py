@@ -5,7 +5,7 @@ Every 512-byte sector written at absolute position ``pos`` carries (as in :mod:`
     bytes 0..7    the run tag (uint64 LE)
     bytes 8..15   ``pos``
     bytes 16..511 pool bytes chosen by ``pos`` alone: row ``pos/512 * 4099 mod 16384`` of the run's
-                  8 MiB pool (the same pool and rule as ``Pattern(tag).block(pos, 512)``)
+                  8 MiB pool of PCG64 output seeded by the tag
 
 so any sector can be regenerated from its position whatever the request it was written in: a
 sector read back at ``where`` that carries another ``pos`` of this run *and* that position's body
@@ -83,8 +83,9 @@ class Judgement:
 
 
 def _pool(tag: int) -> np.ndarray:
-    rng = np.random.Generator(np.random.PCG64(tag))
-    return np.frombuffer(rng.bytes(POOL_BYTES), dtype=np.uint8).reshape(ROWS, SECTOR)
+    """8 MiB of PCG64 output seeded by the tag (raw 64-bit words: ~6x faster than ``bytes``)."""
+    raw = np.random.PCG64(tag).random_raw(POOL_BYTES // 8).astype("<u8", copy=False)
+    return raw.view(np.uint8).reshape(ROWS, SECTOR)
 
 
 class SectorPattern:
@@ -99,6 +100,7 @@ class SectorPattern:
         if self.tag == 0:
             raise ValueError("the run tag must not be 0 (zero sectors would look like ours)")
         self._rows = _pool(self.tag)
+        self._rows64 = self._rows.view(np.uint64)
         self._scratch: np.ndarray | None = None
 
     # -- making data ------------------------------------------------------------------------------
@@ -179,18 +181,20 @@ class SectorPattern:
         return j
 
     def _classify(self, got: np.ndarray, exp: np.ndarray, start: int) -> np.ndarray:
+        # compare 8 bytes at a time: rows of 64 uint64 words (word 0 tag, word 1 position)
         k = got.shape[0]
+        g64 = got.view(np.uint64).reshape(k, SECTOR // 8)
+        e64 = exp.view(np.uint64).reshape(k, SECTOR // 8)
         cls = np.full(k, GARBAGE, dtype=np.uint8)
-        same = (got == exp).all(axis=1)
+        same = (g64 == e64).all(axis=1)
         cls[same] = OK
         bad = np.nonzero(~same)[0]
         if not bad.size:
             return cls
-        g = got[bad]
+        g = g64 if bad.size == k else g64[bad]
         zero = ~g.any(axis=1)
-        hdr = g[:, :16].copy().view(np.uint64)
-        tags = hdr[:, 0]
-        belongs = hdr[:, 1]
+        tags = g[:, 0]
+        belongs = g[:, 1]
         where = (np.uint64(start) + bad.astype(np.uint64) * np.uint64(SECTOR))
         ours = tags == np.uint64(self.tag)
         plausible = (belongs % np.uint64(SECTOR) == 0) & (belongs < np.uint64(MAX_POS))
@@ -200,14 +204,16 @@ class SectorPattern:
         if moved.any():
             idx = np.nonzero(moved)[0]
             rows = ((belongs[idx] // np.uint64(SECTOR)) * np.uint64(STRIDE) % np.uint64(ROWS)).astype(np.intp)
-            body_ok = (g[idx, 16:] == self._rows[rows, 16:]).all(axis=1)
+            pool64 = self._rows64[rows, 2:]
+            body = g[:, 2:] if idx.size == g.shape[0] else g[idx, 2:]
+            body_ok = (body == pool64).all(axis=1)
             sub[idx[body_ok]] = OVERWRITTEN
         foreign = ~ours & (tags != 0) & plausible
         if foreign.any():
             # our body under a damaged tag is damage, not another run's data
             idx = np.nonzero(foreign & (belongs == where))[0]
             if idx.size:
-                body_ours = (g[idx, 16:] == exp[bad[idx], 16:]).all(axis=1)
+                body_ours = (g[idx, 2:] == e64[bad[idx], 2:]).all(axis=1)
                 foreign[idx[body_ours]] = False
                 sub[idx[body_ours]] = CHANGED
         sub[foreign] = FOREIGN

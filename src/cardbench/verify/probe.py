@@ -45,16 +45,16 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from cardbench.errors import DeviceFault
+from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.verify.data import CLASSES, SECTOR, SectorPattern, merge_ranges
 from cardbench.verify.io import IOFailure
 
 MiB = 1 << 20
 GiB = 1 << 30
 RESERVED = MiB
-SAMPLE_BYTES = 4096
+SAMPLE_BYTES = 512
 COMB_SAMPLES = 512
-CONFIRM_SAMPLES = 256
+CONFIRM_SAMPLES = 128
 CONFIRM_FLUSH = 8 * MiB
 NARROW_SAMPLES = 15
 MAX_CACHE_PROBE = GiB
@@ -74,6 +74,14 @@ class CardGone(Exception):
 
 class _OutOfTime(Exception):
     pass
+
+
+class JournalFailure(Exception):
+    """The preserve journal could not save a region: stop writing (what was saved is restored)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass
@@ -230,14 +238,26 @@ class Prober:
 
     # -- primitive steps ------------------------------------------------------------------------------
     def _save(self, offset: int, length: int) -> None:
+        """Have the journal copy [offset, offset + length) before it is overwritten.
+
+        The region is read first: one that cannot be read cannot be saved (it is a read error
+        of the card), and the journal is only asked to save what reads."""
         if self.saver is None:
             return
         t0 = time.perf_counter()
         try:
+            pos = offset
+            while pos < offset + length:
+                n = min(MiB, offset + length - pos)
+                self.io.read(pos, n)
+                pos += n
             self.saver.save(offset, length)
         except DeviceFault as e:
             raise IOFailure("read", offset, length, 5, f"cannot save the bytes at {offset} before writing: "
                                                          f"{e.message}") from None
+        except (CardbenchError, OSError) as e:
+            msg = e.message if isinstance(e, CardbenchError) else str(e)
+            raise JournalFailure(f"the preserve journal failed ({msg}); stopped before writing more") from None
         finally:
             self.save_seconds += time.perf_counter() - t0
 
@@ -362,7 +382,9 @@ class Prober:
 
     def _tail(self, limit: int) -> tuple[int, int | None, list[Sample]]:
         """(last good end, first bad of the tail or None, tail samples) among samples below ``limit``."""
-        judged = [s for s in self.samples if s.status != "pending" and s.offset < limit]
+        wrapped = self._wrap() is not None
+        judged = [s for s in self.samples if s.status != "pending" and s.offset < limit
+                  and not (wrapped and s.cls == "overwritten")]   # explained by the wraparound
         trust = self._trust()
         good_end = max([s.last_ok_end for s in judged if s.last_ok_end is not None
                         and (s.exposure >= trust or s.phase == "window")], default=self.a)
@@ -501,27 +523,21 @@ class Prober:
             pos += n
 
     def _measure_cache(self, tail_start: int) -> None:
-        """f3probe's cache-size search, on the lost area: canary, flush F, read canary."""
-        b = self.b
-        written = sorted((s.offset, s.end) for s in self.samples)
-
-        def free(p: int) -> bool:
-            return all(e <= p or s >= p + b for s, e in written)
-
-        canaries = []
-        p = _align_down(self.end - 2 * b, self.sector)
-        while p >= tail_start and len(canaries) < 64:
-            if free(p):
-                canaries.append(p)
-            p -= b
-        if not canaries:
-            self.cache_note = "not measured (no room in the lost area)"
+        """f3probe's cache-size search, on the lost area: write a canary there, write F bytes
+        elsewhere, read the canary. A write to a lost block is lost again, so the canary can be
+        a block already known to be lost; only a cache can make it read back good."""
+        tail = sorted((s for s in self.samples if s.status == "bad" and s.first_bad is not None
+                       and s.first_bad >= tail_start and s.cls in DROPPED), key=lambda s: s.first_bad)
+        if not tail:
+            self.cache_note = "not measured (no lost block to measure it on)"
             return
+        c0 = _align_down(tail[0].first_bad, self.sector)
+        length = min(self.b, self.end - c0)
         limit = min(MAX_CACHE_PROBE, max(0, _align_down(tail_start - self.a, self.sector)))
         f = 0
         with self._task("verify: measuring the card's cache", None):
-            for i, c in enumerate(canaries):
-                s = self._new(c, b, "cache")
+            while True:
+                s = self._new(c0, length, "cache")
                 self._write_read([s], flush=f)
                 if s.status != "ok":
                     self.cache_bytes = f
@@ -539,7 +555,9 @@ class Prober:
     def _narrow(self, good_end: int, bad: int, flush: int) -> tuple[int, int]:
         """Shrink [good_end, bad) to one sector; returns the final (good_end, bad)."""
         L, B = good_end, bad
-        with self._task("verify: narrowing the boundary", None):
+        rounds = max(1, math.ceil(math.log(max(2, (B - L) // self.sector), NARROW_SAMPLES + 1)))
+        estimate = rounds * (2 * NARROW_SAMPLES * self.b + flush)
+        with self._task("verify: narrowing the boundary", estimate):
             while B > L:
                 self._check_time()
                 gap = B - L
@@ -567,10 +585,18 @@ class Prober:
 
     def _error_extents(self) -> None:
         """Find where each error range really starts and ends (bisection with the failing op)."""
-        ranges = merge_ranges([(r[0], r[1]) for r in self.error_ranges])
+        goods = sorted((s.offset, s.end) for s in self.samples if s.status == "ok")
+        good_starts = [g[0] for g in goods]
+        import bisect
+        ranges: list[list[int]] = []
+        for r in merge_ranges([(r[0], r[1]) for r in self.error_ranges]):
+            # failures with no good block between them are one range
+            if ranges and bisect.bisect_left(good_starts, ranges[-1][1]) == bisect.bisect_left(good_starts, r[0]):
+                ranges[-1][1] = r[1]
+            else:
+                ranges.append(r)
         if not ranges or len(ranges) > 16:
             return
-        goods = sorted((s.offset, s.end) for s in self.samples if s.status == "ok")
         refined: list[list[Any]] = []
         for s, e in ranges:
             kind = next((r[2] for r in self.error_ranges if r[0] < e and r[1] > s), "read")
@@ -652,6 +678,8 @@ class Prober:
             self._rest()
         except CardGone as g:
             error, removed_at, complete = g.message, g.offset, False
+        except JournalFailure as j:
+            error, complete = j.message, False
         except _OutOfTime:
             complete = True   # a verdict with what was learned; the confidence says how much
             self.notes.append(f"time budget of {self.opt.time_budget:g} s reached")
@@ -666,8 +694,10 @@ class Prober:
         # C: the comb over the area believed good
         if wrap:
             # the wrap size does not depend on the cache (a cache hides overwrites, never makes
-            # them); the comb below it only confirms that what is written there stays
-            upper, flush, count = wrap, min(self.assumed_cache, CONFIRM_FLUSH), CONFIRM_SAMPLES
+            # them); the comb below it confirms that what is written there stays, and -- teeth
+            # closer than W is wide -- refines a distance that was a multiple of the real size
+            upper, flush = wrap, min(self.assumed_cache, CONFIRM_FLUSH)
+            count = max(CONFIRM_SAMPLES, (wrap - self.a) // max(flush, 1))
         elif bad is not None:
             upper = bad
             flush = 2 * self.cache_bytes if self.cache_bytes is not None else self.assumed_cache

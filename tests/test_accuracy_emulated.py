@@ -1,0 +1,46 @@
+"""`cardbench run` against cards of known speed: seq_write and cold_read within 3% of the set
+rates on ext4 on emulated cards, slow and fast (issue: emulated cards, part 3); and the demo."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from realparts import ROOT, run_cli
+
+from cardbench.result import Card
+from cardbench.runner import RunOptions, run_directory
+from cardbench.units import MB, MiB
+
+pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
+
+
+@pytest.mark.parametrize("write,read,size", [
+    (1.0 * MB, 3.6 * MB, 2 * MB),     # a slow 2006 CF card ("4X" Lexar class)
+    (4.9 * MB, 4.9 * MB, 6 * MB),     # SanDisk Ultra II
+    (20 * MB, 40 * MB, 24 * MB),      # a modern card behind USB 2.0
+])
+def test_run_matches_set_rates(write, read, size):
+    from cardbench.emulate import CardSpec, EmulatedCard
+    spec = CardSpec(size=256 * MiB, write_rate=write, read_rate=read, name="acc")
+    with EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
+        r = run_directory(mnt, RunOptions(size=size, runs=3, card=Card(name="acc")))
+    w = r.test("seq_write").median_bytes_per_s
+    rd = r.test("cold_read").median_bytes_per_s
+    assert w == pytest.approx(write, rel=0.03), f"seq_write {w / MB:.3f} MB/s vs set {write / MB:.3f}"
+    assert rd == pytest.approx(read, rel=0.03), f"cold_read {rd / MB:.3f} MB/s vs set {read / MB:.3f}"
+    assert not [w for t in r.tests for w in t.warnings if "read back wrong" in w]
+
+
+def test_demo_prints_measured_rows(tmp_path):
+    db = str(tmp_path / "demo.sqlite3")
+    p = run_cli("demo", "--cards", "3", "--db", db, timeout=180)
+    assert p.returncode == 0, p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) >= 3
+    assert "Lexar 48M" in p.stdout and "SanDisk 64M" in p.stdout
+    p = run_cli("results", "--db", db, "--format", "csv")
+    assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4
+    out = os.popen("losetup -a").read()
+    assert "demo" not in out

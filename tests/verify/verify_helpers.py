@@ -1,0 +1,106 @@
+"""Helpers for the verify tests (a unique module name: pytest imports test helpers by basename)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from cardbench.units import MB, MiB
+
+ROOT = os.geteuid() == 0
+
+
+def can_emulate() -> bool:
+    if not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("losetup"):
+        return False
+    try:
+        from cardbench.emulate import check_environment
+        check_environment()
+    except Exception:  # noqa: BLE001 - any reason means: skip
+        return False
+    return True
+
+
+needs_emulator = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices")
+
+FAST = dict(write_rate=400 * MB, read_rate=800 * MB)
+
+
+@contextmanager
+def card(size: int, real: int | None = None, mode: str = "wraparound", **kw):
+    from cardbench.emulate import CardSpec, EmulatedCard
+    spec = CardSpec(size=size, real_size=real, fake_mode=mode, **{**FAST, **kw})
+    with EmulatedCard(spec) as c:
+        yield c
+
+
+def sha256_device(dev: str, c=None) -> str:
+    """sha256 of a whole device, read unpaced (the emulator's pacing is off meanwhile)."""
+    def read() -> str:
+        h = hashlib.sha256()
+        fd = os.open(dev, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while True:
+                b = os.read(fd, 8 << 20)
+                if not b:
+                    break
+                h.update(b)
+        finally:
+            os.close(fd)
+        return h.hexdigest()
+    if c is None:
+        return read()
+    with c.unpaced():
+        return read()
+
+
+def scribble(dev: str, c, seed: int = 1) -> None:
+    """Put recognisable data on a card (a fake partition table, some files' worth of noise)."""
+    import random
+    rng = random.Random(seed)
+    with c.unpaced():
+        fd = os.open(dev, os.O_WRONLY)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            for off in [0, 1 << 20, size // 3, size // 2, size - (1 << 20)]:
+                off = off // 4096 * 4096
+                os.pwrite(fd, rng.randbytes(1 << 20 if off + (1 << 20) <= size else 4096), off)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class Trigger:
+    """A progress reporter that calls ``action`` once ``after`` bytes were reported."""
+
+    def __init__(self, after: int, action):
+        self.after = after
+        self.action = action
+        self.seen = 0
+        self.fired = False
+
+    @contextmanager
+    def task(self, description, total):
+        def advance(n):
+            self.seen += n
+            if not self.fired and self.seen >= self.after:
+                self.fired = True
+                self.action()
+        yield advance
+
+
+CLI = os.path.join(os.path.dirname(__file__), "verify_cli_entry.py")
+
+
+def run_cli(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("CARDBENCH_DEBUG", None)
+    return subprocess.run([sys.executable, CLI, *args], capture_output=True, text=True, input=input,
+                          timeout=timeout, env=env)
