@@ -13,7 +13,7 @@ import time
 import pytest
 from emulate_helpers import assert_gone, dio_read, leftovers, needs_emulator
 
-from cardbench.emulate import CardSpec, EmulatedCard, EmulatedReader
+from cardbench.emulate import CardSpec, EmulatedCard, EmulatedReader, system
 from cardbench.errors import CardbenchError, UsageError
 from cardbench.units import MB, MiB
 
@@ -141,7 +141,7 @@ def test_close_is_idempotent_and_card_removal_detaches():
         b = reader.add_card(spec("b"))
         dev_a = a.device
         a.close()
-        assert dev_a not in [lo.device for lo in __import__("cardbench.emulate.system").emulate.system.loops_under(reader.mountpoint)]
+        assert dev_a not in [lo.device for lo in system.loops_under(reader.mountpoint)]
         assert set(reader.cards) == {"b"}
         assert dio_read(b.device, 0, 4096) == bytes(4096)
         info = (reader.workdir, b.device, reader.pid)

@@ -52,7 +52,7 @@ def test_parse_real_fio_json_with_leading_notes(ddir):
     cmd = fio_command(path, "read", 65536, 1, 2, size=1 * MiB)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     doc = json.loads(out[out.index("{"):])
-    run = parse_fio_json("fio: some note\n" + out, "read")
+    run = parse_fio_json("fio: some note\n" + out + "\nfio: a note after\n", "read")
     assert run.bytes == 2 * MiB                        # two jobs, 1 MiB each, added up
     assert run.ops == 32
     assert run.bytes == sum(j["read"]["io_bytes"] for j in doc["jobs"])

@@ -26,7 +26,10 @@ requests the "card" would see.
 Pacing (:mod:`cardbench.emulate.pacing`): reads and writes of a card share one timeline (like
 a card's bus); a request of n bytes starts at max(now, bus_free) and takes latency + n/rate.
 A reader's ceiling is a second timeline shared by all cards behind it. The server answers at
-the finish time; fio measures set rates to within a few tenths of a percent.
+the finish time. The host's own per-request overhead between back-to-back requests (and a late
+wake-up of the server) is credited (see ``turnaround`` in :mod:`cardbench.emulate.pacing`), so
+fio with 1 MiB O_DIRECT requests measures the set rates to ~0.1% (1 to 40 MB/s); 4 KiB
+requests without latency come within ~2% (the Python server does ~20k requests/s at most).
 
 Processes: one server process per reader (``python -m cardbench.emulate.server WORKDIR``), in
 its own session, so pacing does not compete with the caller's GIL and a Ctrl-C in the caller's

@@ -22,7 +22,7 @@ from cardbench.emulate import system
 from cardbench.emulate.control import SOCKET_NAME, ServerGone, call
 from cardbench.emulate.pacing import DEFAULT_TURNAROUND
 from cardbench.emulate.spec import CardSpec, validate_settings
-from cardbench.errors import CardbenchError, EnvironmentMissing, Interrupted, UsageError
+from cardbench.errors import CardbenchError, Interrupted, UsageError
 
 #: Seconds to wait for a server to mount its FUSE filesystem.
 START_TIMEOUT = 15.0
@@ -105,6 +105,7 @@ class EmulatedReader:
         self.pid: int | None = None
         self._proc: subprocess.Popen | None = None
         self._own_workdir = False
+        self._own_data_dir = False
         self._cards: dict[str, EmulatedCard] = {}
         self._devices: dict[str, str] = {}
         self._sigterm = False
@@ -174,6 +175,7 @@ class EmulatedReader:
             self._own_workdir = not os.path.exists(self.workdir)
             os.makedirs(self.workdir, mode=0o700, exist_ok=True)
         self.data_dir = self._requested_data_dir or os.path.join(self.workdir, "data")
+        self._own_data_dir = not os.path.exists(self.data_dir)
         os.makedirs(self.mountpoint, mode=0o700, exist_ok=True)
         os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
         config = {
@@ -220,7 +222,7 @@ class EmulatedReader:
         state = {
             "pid": self.pid, "mountpoint": self.mountpoint, "socket": self.socket, "data_dir": self.data_dir,
             "workdir": self.workdir, "ceiling": self.ceiling, "detached": self.detached,
-            "devices": dict(self._devices), **self._extra_state,
+            "devices": dict(self._devices), "own_data_dir": self._own_data_dir, **self._extra_state,
         }
         tmp = Path(self.workdir, STATE_NAME + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -242,10 +244,11 @@ class EmulatedReader:
         reader.data_dir = state.get("data_dir") or os.path.join(workdir, "data")
         reader.pid = state.get("pid")
         reader._own_workdir = True
+        reader._own_data_dir = bool(state.get("own_data_dir"))
         reader._started = True
         reader._devices = dict(state.get("devices") or {})
         reader._extra_state = {k: v for k, v in state.items() if k not in (
-            "pid", "mountpoint", "socket", "data_dir", "workdir", "ceiling", "detached", "devices")}
+            "pid", "mountpoint", "socket", "data_dir", "workdir", "ceiling", "detached", "devices", "own_data_dir")}
         for name, device in reader._devices.items():
             card = EmulatedCard.__new__(EmulatedCard)
             card._init_bound(reader, name, device, None)
@@ -392,7 +395,14 @@ class EmulatedReader:
         if ours and self.pid is not None and system.is_server_process(self.pid, self.workdir or ""):
             problems.append(f"server process {self.pid} still running")
         if self.data_dir and self.data_dir != self.workdir:
-            system.remove_tree(self.data_dir)
+            if self._own_data_dir:
+                system.remove_tree(self.data_dir)
+            else:  # the server removes its backing files; make sure
+                for name in list(self._devices) + list(self._cards):
+                    try:
+                        os.unlink(os.path.join(self.data_dir, name + ".img"))
+                    except OSError:
+                        pass
         if self.workdir:
             if self._own_workdir:
                 system.remove_tree(self.workdir)

@@ -148,11 +148,12 @@ def _load(doc: str | bytes | dict) -> dict:
         return doc
     if isinstance(doc, bytes):
         doc = doc.decode("utf-8", "replace")
-    # fio may print notes ("fio: ...") before the JSON document
+    # fio may print notes ("fio: ...") before or after the JSON document
     start = doc.find("{")
     if start < 0:
         raise ValueError("no JSON document in fio output")
-    return json.loads(doc[start:])
+    obj, _end = json.JSONDecoder().raw_decode(doc[start:])
+    return obj
 
 
 def _pct_key(p: float) -> str:

@@ -140,16 +140,15 @@ class _Ring:
             tries = [_SETUP_FLAGS]
         fd = -1
         err = 0
+        params = (ctypes.c_char * _PARAMS.size)()
         for flags in tries:
-            params = bytearray(_PARAMS.size)
+            ctypes.memset(params, 0, _PARAMS.size)
             struct.pack_into("<3I", params, 0, 0, 0, flags)
-            cparams = (ctypes.c_char * len(params)).from_buffer(params)
-            fd = syscall(_SYS_IO_URING_SETUP, ctypes.c_uint(entries), cparams)
+            fd = syscall(_SYS_IO_URING_SETUP, ctypes.c_uint(entries), params)
             if fd >= 0:
                 self.setup_flags = flags
                 break
             err = ctypes.get_errno()
-            del cparams
             if err != errno.EINVAL:
                 break
         if fd < 0:
@@ -157,7 +156,6 @@ class _Ring:
         self.fd = fd
         try:
             p = _PARAMS.unpack_from(params)
-            del cparams
             sq_entries, cq_entries, _flags, _cpu, _idle, features = p[0:6]
             sq_off = p[10:19]
             cq_off = p[19:28]
