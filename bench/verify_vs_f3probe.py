@@ -10,7 +10,10 @@ write, 40 MB/s read.
 Prints, per card: the truth, each tool's verdict and usable size, the wall times and the ratio
 cardbench / f3probe (goal: <= 1), for cardbench in destructive mode (like f3probe --destructive)
 as a library call and as the command line (Python start-up included), and for information the
-default non-destructive mode (every overwritten byte journaled and put back).
+default non-destructive mode (every overwritten byte journaled and put back). Then f3probe's
+own emulation (its hidden --debug options) of a wraparound card, to show whether a verdict that
+differs comes from the emulator or from f3probe (f3probe 8.0 calls such cards "damaged", usable
+size 0, with its own emulator too).
 
 Usage: sudo python3 bench/verify_vs_f3probe.py [--quick] [--rate MB/s]
   --quick   smaller cards (256 MiB), for a fast look
@@ -150,6 +153,17 @@ def main() -> None:
     print(f"wall time cardbench/f3probe (destructive, library): max {max(ratios):.3f}, geometric mean {geo(ratios):.3f}")
     print(f"wall time cardbench/f3probe (destructive, command line): max {max(cli_ratios):.3f}, "
           f"geometric mean {geo(cli_ratios):.3f}")
+    # Where the verdicts differ on wraparound cards: is it the emulator or f3probe? f3probe's own
+    # emulation (hidden --debug options, a file instead of a device) of the same card answers.
+    q = size // 4
+    wrap = q.bit_length() - 1
+    with tempfile.TemporaryDirectory() as d:
+        img = os.path.join(d, "f3probe-emulated.img")
+        p = subprocess.run(["f3probe", f"--debug-real-size={q}", f"--debug-fake-size={size}", f"--debug-wrap={wrap}",
+                            "--debug-block-order=9", img], capture_output=True, text=True)
+    line = next((ln for ln in p.stdout.splitlines() if "news" in ln), p.stdout.strip()[-80:])
+    print(f"cross-check, f3probe's own emulation of a {size // MiB} MiB card that wraps at {q // MiB} MiB "
+          f"(--debug-real-size={q} --debug-fake-size={size} --debug-wrap={wrap}): {line.strip()}")
 
 
 if __name__ == "__main__":

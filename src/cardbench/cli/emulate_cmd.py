@@ -66,12 +66,13 @@ def _print_status(st: dict) -> None:
         return
     c = st.get("counters", {})
     size = st.get("size")
-    line = [f"{name}: {st.get('device') or '-'}", f"size {fmt_size(size)}",
+    shown = f"{fmt_size(size, binary=True)} ({fmt_size(size)})" if size and size % (1 << 20) == 0 else fmt_size(size)
+    line = [f"{name}: {st.get('device') or '-'}", f"size {shown}",
             f"write {fmt_rate(st.get('write_rate'))}", f"read {fmt_rate(st.get('read_rate'))}"]
     if st.get("latency"):
         line.append(f"latency {st['latency'] * 1e3:g} ms")
     if st.get("real_size"):
-        line.append(f"fake: keeps {fmt_size(st['real_size'])} ({st.get('fake_mode')})")
+        line.append(f"fake: keeps {fmt_size(st['real_size'], binary=True)} ({st.get('fake_mode')})")
     if st.get("cache_bytes"):
         line.append(f"cache {fmt_size(st['cache_bytes'])} at {fmt_rate(st.get('cache_rate'))} "
                     f"after {st.get('cache_idle'):g} s idle")

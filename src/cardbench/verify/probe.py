@@ -386,8 +386,9 @@ class Prober:
         judged = [s for s in self.samples if s.status != "pending" and s.offset < limit
                   and not (wrapped and s.cls == "overwritten")]   # explained by the wraparound
         trust = self._trust()
+        # a canary of the cache search that read good was the cache's answer, not the card's
         good_end = max([s.last_ok_end for s in judged if s.last_ok_end is not None
-                        and (s.exposure >= trust or s.phase == "window")], default=self.a)
+                        and s.exposure >= trust and s.phase != "cache"], default=self.a)
         tail = [s for s in judged if s.status != "ok" and s.first_bad is not None and s.first_bad >= good_end]
         bad = min((s.first_bad for s in tail), default=None)
         return good_end, bad, tail
