@@ -13,7 +13,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
+from cardbench.errors import CardbenchError, DeviceFault, Interrupted, TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result, TestResult, now_iso
@@ -27,6 +27,18 @@ MIN_AUTO_SIZE = 1 * MiB
 MAX_AUTO_SIZE = 1024 * MiB
 #: never fill more than this fraction of the free space
 FREE_SPACE_SHARE = 0.8
+
+#: named sets of extra tests. "app": the SD Application Performance Class figures (4 KiB random
+#: read and write IOPS) at queue depth 1 and 32 (Raspberry Pi's agnostics uses 32 since 2024 "to
+#: exercise A2 cards ... deep IO queues" [S43]); "matrix": CrystalDiskMark's/KDiskMark's default set.
+PROFILES = {
+    "classic": [],
+    "app": ["rand_read_4k_q1t1", "rand_write_4k_q1t1", "rand_read_4k_q32t1", "rand_write_4k_q32t1"],
+    "matrix": ["seq_read_1m_q8t1", "seq_read_1m_q1t1", "rand_read_4k_q32t1", "rand_read_4k_q1t1",
+               "seq_write_1m_q8t1", "seq_write_1m_q1t1", "rand_write_4k_q32t1", "rand_write_4k_q1t1"],
+}
+#: the random-I/O test area: 256 MiB, the size agnostics' A-class sniff test uses [S43]
+APP_AREA = 256 * MiB
 
 
 @dataclass
@@ -42,8 +54,23 @@ class RunOptions:
     reader: Reader = field(default_factory=Reader)
     label: str | None = None
     progress: ProgressReporter = field(default_factory=NullProgress)
+    #: more tests after seq_write and cold_read: pattern names such as rand_read_4k_q32t1
+    #: (cardbench.workloads.random), see PROFILES; A1/A2 in the label adds the "app" set
+    extra_tests: list[str] = field(default_factory=list)
+    engine: str = "queued"           # for the extra tests: sync | queued | fio
+    duration: float = 3.0            # seconds per run of an extra test (time-based: slow flash ends in time)
+    area: int | None = None          # bytes of the random-I/O test area (default: APP_AREA, capped by free space)
+    sustained: bool = False          # also sustained_write over the free space (fills the card!)
 
     def validate(self) -> None:
+        if self.engine not in ("sync", "queued", "fio"):
+            raise UsageError(f"unknown engine {self.engine!r} (choose sync, queued or fio)")
+        if not (0 < self.duration <= 3600):
+            raise UsageError(f"--duration must be between 0 and 3600 s, got {self.duration}")
+        if self.extra_tests:
+            from cardbench.workloads.random import parse_pattern
+            for name in self.extra_tests:
+                parse_pattern(name)
         if self.runs < 1:
             raise UsageError(f"--runs must be at least 1, got {self.runs}")
         if self.runs > 1000:
@@ -96,6 +123,20 @@ def _unlink(path: str) -> None:
         pass
 
 
+def _remove(path: str) -> None:
+    """Remove a test file that was read back; a file that cannot be removed (the filesystem went
+    read-only midway) is a fault of the run, never a silent leftover."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        from cardbench.engine.base import os_error
+        err = os_error(e, path)
+        raise type(err)(f"{err}: cannot remove this test file; the next `cardbench run` on this "
+                        "filesystem removes it") from None
+
+
 def _lock(target: DirTarget):
     """The target's lock (another cardbench on the same filesystem refuses)."""
     from cardbench.devices.lock import lock_key, target_lock
@@ -121,10 +162,11 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
             if removed:
                 result.warnings.append(f"removed {len(removed)} test file(s) left by an interrupted run")
             _run_tests(target, result, opts, files)
+            _run_extra(target, result, opts)
     except BaseException as e:
         result.complete = False
         for t in result.tests:
-            if t.runs and len(t.runs) < opts.runs:
+            if len(t.runs) < opts.runs:   # also a test stopped in its warm-up (no timed run yet)
                 t.complete = False
         if isinstance(e, KeyboardInterrupt):
             err: BaseException = Interrupted("interrupted; test files removed")
@@ -192,9 +234,52 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
                 f"{counts.bad} of {counts.ok + counts.bad} sectors read back wrong in {'warm-up' if warm else 'run'} "
                 f"file ({counts.zero} zero, {counts.overwritten} overwritten by other positions, "
                 f"{counts.corrupted + counts.foreign} corrupted): the card loses data")
-        _unlink(path)
+        _remove(path)
     if bad_sectors:
         result.warnings.append(f"data integrity: {bad_sectors} sectors read back wrong; see cold_read warnings")
+
+
+def wanted_extra_tests(opts: RunOptions) -> tuple[list[str], str | None]:
+    """The extra tests to run, and why the app set was added (an A-class label), if it was."""
+    names = list(opts.extra_tests)
+    why = None
+    if opts.label:
+        from cardbench.verdicts.labels import parse_label
+        if any(c.name in ("A1", "A2") for c in parse_label(opts.label)):
+            missing = [n for n in PROFILES["app"] if n not in names]
+            if missing:
+                names += missing
+                why = "the label claims an application performance class (A1/A2)"
+    return names, why
+
+
+def _run_extra(target: DirTarget, result: Result, opts: RunOptions) -> None:
+    """Random/queued tests in one test area (a file of ours, removed after), then sustained_write."""
+    names, why = wanted_extra_tests(opts)
+    if names:
+        from cardbench.workloads.random import open_area, run_pattern
+        area_size = opts.area or min(APP_AREA, int(target.free_now() * 0.5) // MiB * MiB)
+        if area_size < MiB:
+            raise TargetError(f"{target.path}: too little free space for a random-I/O test area")
+        with opts.progress.task("preparing the random-I/O test area", None):
+            area = open_area(target.path, area_size, fill=True, write=True, allow_write=True)
+        try:
+            for name in names:
+                engine = opts.engine
+                if engine == "sync" and not name.endswith("_q1t1"):
+                    engine = "queued"
+                with opts.progress.task(f"{name} ({engine})", None):
+                    t = run_pattern(area, name, engine, runs=opts.runs, duration=opts.duration,
+                                    warmup=opts.warmup, allow_write=True)
+                if why and name in PROFILES["app"]:
+                    t.method["why"] = why
+                result.tests.append(t)
+        finally:
+            area.close()
+    if opts.sustained:
+        from cardbench.workloads.sustained import sustained_write
+        with opts.progress.task("sustained_write over the free space", None):
+            result.tests.append(sustained_write(target.path, allow_write=True))
 
 
 def _identify(target: DirTarget, result: Result) -> None:
@@ -299,9 +384,17 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
                     (wtest.warmup if i < opts.warmup else wtest.runs).append(run)
     except BaseException as e:
         result.complete = False
+        for t in result.tests:
+            if len(t.runs) < opts.runs:
+                t.complete = False
         err: BaseException = Interrupted("interrupted; the device was left as it was" if not preserver else
                                          "interrupted; preserved regions restored") \
             if isinstance(e, KeyboardInterrupt) else e
+        # a failed write-back must not replace the error that stopped the run (nor lose its result)
+        kept = _restore_preserved(preserver)
+        preserver = None
+        if kept and isinstance(err, CardbenchError):
+            err.message = f"{err.message.replace('; preserved regions restored', '')}; {kept}"
         result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
         result.finished_at = now_iso()
         err.result = result  # type: ignore[attr-defined]
@@ -310,10 +403,32 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
         raise err from None
     finally:
         if preserver is not None:
-            preserver.restore()
+            kept = _restore_preserved(preserver)
+            if kept:
+                result.complete = False
+                result.error = kept
+                result.finished_at = now_iso()
+                fault = DeviceFault(kept)
+                fault.result = result  # type: ignore[attr-defined]
+                raise fault
     result.finished_at = now_iso()
     _check(result)
     return result
+
+
+def _restore_preserved(preserver) -> str | None:
+    """Write the preserved regions back; None when done, else one line saying what was kept."""
+    if preserver is None:
+        return None
+    try:
+        preserver.restore()
+        return None
+    except (CardbenchError, OSError) as e:
+        journal = getattr(preserver, "path", None)
+        preserver.close()
+        why = e.message if isinstance(e, CardbenchError) else (e.strerror or str(e))
+        return (f"writing the preserved regions back failed ({why}); they are kept in {journal} and written "
+                "back by the next cardbench command (or `cardbench recover`) once the card answers")
 
 
 def _identify_device(dev, result: Result) -> None:

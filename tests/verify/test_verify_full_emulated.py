@@ -16,13 +16,24 @@ pytestmark = [needs_emulator, pytest.mark.needs_root]
 EXT4 = ("-O", "^has_journal")
 
 
+STATE = ""
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path):
+    """Keep the state mirror out of the user's state dir."""
+    global STATE
+    STATE = str(tmp_path / "state")
+    yield
+
+
 def ours(d: str) -> list[str]:
     return [n for n in os.listdir(d) if FILE_RE.match(n) or n == STATE_NAME]
 
 
 def test_ext4_on_a_wraparound_card():
     with card(512 * MiB, 256 * MiB, "wraparound") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
-        doc = verify_full(mnt, seed=1)
+        doc = verify_full(mnt, seed=1, state_dir=STATE)
         left = ours(mnt)
     assert doc["mode"] == "full" and doc["complete"]
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "wraparound")
@@ -36,11 +47,12 @@ def test_ext4_on_a_wraparound_card():
     files = doc["files"]
     assert len(files) >= 16 and all(f["write_bytes_per_s"] and f["read_bytes_per_s"] for f in files)
     assert left == []
+    assert os.listdir(STATE) == []
 
 
 def test_ext4_on_a_drop_card_and_files_kept():
     with card(256 * MiB, 100 * MiB, "drop") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
-        doc = verify_full(mnt, seed=2, keep_files=True)
+        doc = verify_full(mnt, seed=2, keep_files=True, state_dir=STATE)
         left = ours(mnt)
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "dropped")
     assert doc["sectors"]["zero"] > 0
@@ -50,7 +62,7 @@ def test_ext4_on_a_drop_card_and_files_kept():
 
 def test_genuine_ext4():
     with card(128 * MiB) as c, c.filesystem("ext4") as mnt:
-        doc = verify_full(mnt, seed=3)
+        doc = verify_full(mnt, seed=3, state_dir=STATE)
         left = ours(mnt)
     assert (doc["verdict"], doc["kind"], doc["lost_bytes"]) == ("genuine", None, 0)
     assert doc["usable_bytes"] == 128 * MiB and doc["written_bytes"] > 100 * MiB
@@ -63,11 +75,11 @@ def test_interrupted_then_resumed():
         def stop():
             raise KeyboardInterrupt
         with pytest.raises(Interrupted) as ei:
-            verify_full(mnt, seed=4, file_bytes=8 * MiB, progress=Trigger(40 * MiB, stop))
+            verify_full(mnt, seed=4, file_bytes=8 * MiB, progress=Trigger(40 * MiB, stop), state_dir=STATE)
         assert "--resume" in str(ei.value)
         kept = ours(mnt)
         assert STATE_NAME in kept and len(kept) >= 5
-        doc = verify_full(mnt, resume=True)
+        doc = verify_full(mnt, resume=True, state_dir=STATE)
         left = ours(mnt)
     assert doc["id"] == ei.value.doc["id"]
     assert doc["method"]["resumed"] and doc["verdict"] == "genuine" and doc["complete"]
@@ -78,7 +90,7 @@ def test_interrupted_then_resumed():
 def test_resume_without_a_run():
     with card(64 * MiB) as c, c.filesystem("ext4") as mnt:
         with pytest.raises(UsageError, match="nothing to resume"):
-            verify_full(mnt, resume=True)
+            verify_full(mnt, resume=True, state_dir=STATE)
 
 
 def test_whole_device_destructive(journal):
@@ -97,3 +109,10 @@ def test_whole_device_wraparound(journal):
         doc = verify_full(c.device, destructive=True, seed=6, state_dir=journal)
     assert (doc["verdict"], doc["kind"], doc["usable_bytes"]) == ("counterfeit", "wraparound", 96 * MiB)
     assert doc["wrap_bytes"] == 96 * MiB
+
+
+def test_card_removed_while_filling():
+    with card(256 * MiB) as c, c.filesystem("ext4") as mnt:
+        doc = verify_full(mnt, seed=7, file_bytes=8 * MiB, progress=Trigger(60 * MiB, c.yank), state_dir=STATE)
+    assert doc["verdict"] == "damaged" and doc["complete"] is False
+    assert "stopped answering" in doc["error"] and doc["usable_bytes"] is None

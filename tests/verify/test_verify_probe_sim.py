@@ -125,3 +125,14 @@ def test_any_fake_size_within_a_sector(real_mib, extra, mode):
     _, _, r = probe(SimSpec(size=256 * MiB, real_size=real, fake_mode=mode))
     assert r.verdict == "counterfeit"
     assert r.usable_bytes == real
+
+
+def test_a_cache_bigger_than_assumed_needs_a_bigger_assumption():
+    """The limit of any probe: a cache larger than what is written after a block hides its loss.
+    The default assumption (size/64, >= 8 MiB) is stated in the result; a larger one catches it."""
+    spec = SimSpec(size=GiB, real_size=300 * MiB, fake_mode="drop", cache_bytes=32 * MiB)
+    _, _, r = probe(spec)
+    assert r.verdict == "genuine" and r.confidence["cache_assumption_bytes"] < 32 * MiB
+    _, _, r = probe(spec, assume_cache_bytes=64 * MiB)
+    assert (r.verdict, r.usable_bytes) == ("counterfeit", 300 * MiB)
+    assert 32 * MiB <= r.cache_bytes <= 64 * MiB

@@ -134,3 +134,14 @@ def test_time_budget(journal):
     assert doc["verdict"] == "counterfeit" and doc["usable_bytes"] <= 700 * MiB
     assert doc["timings"]["seconds"] < 5
     assert "statement" in doc["confidence"]
+
+
+@pytest.mark.parametrize("destructive", [True, False])
+def test_reads_past_the_real_end_fail(destructive, journal):
+    """A card smaller than it says, whose controller fails every I/O past its real end."""
+    with card(512 * MiB, errors=[(300 * MiB + 4096, 512 * MiB, "both")]) as c:
+        doc = verify_device(c.device, destructive=destructive, journal_dir=journal, seed=2)
+    assert (doc["verdict"], doc["kind"]) == ("counterfeit", "other")
+    assert doc["usable_bytes"] == 300 * MiB + 4096
+    assert doc["bad_ranges"] == [[300 * MiB + 4096, 512 * MiB]]
+    assert doc["fix_command"] is not None

@@ -74,8 +74,16 @@ def output_result(result: Result, fmt: str, mib: bool) -> None:
 @click.option("--destructive", is_flag=True, help="Block device: also run raw_write (overwrites data!).")
 @click.option("--preserve", is_flag=True, help="With --destructive: save each region first and write it back after.")
 @click.option("--confirm", "confirm_value", help="With --destructive: the device's serial (or exact size in bytes).")
+@click.option("--profile", type=click.Choice(["classic", "app", "matrix"]), default="classic", show_default=True,
+              help="Directory: extra tests after seq_write/cold_read: app = 4 KiB random IOPS at QD1 and QD32 "
+                   "(added by itself for an A1/A2 label); matrix = CrystalDiskMark's set.")
+@click.option("--tests", "test_names", help="Directory: extra tests by name, comma-separated, e.g. rand_read_4k_q32t1.")
+@click.option("--engine", type=click.Choice(["sync", "queued", "fio"]), default="queued", show_default=True,
+              help="Engine for the extra tests.")
+@click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per run of an extra test.")
+@click.option("--sustained", is_flag=True, help="Directory: also sustained_write over the free space (finds the write cache).")
 def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, as_json, mib, db, no_save,
-            positions, destructive, preserve, confirm_value):
+            positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained):
     """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
     whole block device.
 
@@ -106,8 +114,11 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
                                                       preserve=preserve, confirm=confirm_value, card=card,
                                                       reader=reader, label=label, progress=progress))
         else:
+            from cardbench.runner import PROFILES
+            extra = list(PROFILES[profile]) + [t.strip() for t in (test_names or "").split(",") if t.strip()]
             result = run_directory(target, RunOptions(size=size, runs=runs, card=card, reader=reader, label=label,
-                                                      progress=progress))
+                                                      progress=progress, extra_tests=extra, engine=engine,
+                                                      duration=duration, sustained=sustained))
     except (CardbenchError, KeyboardInterrupt) as e:
         partial = getattr(e, "result", None)
         if partial is not None and partial.tests and not no_save:

@@ -209,6 +209,9 @@ def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
         "latency_source": "fio clat_ns (histogram)",
         "clat_mean_s": float(clat.get("mean", 0.0)) / 1e9 if clat else None,
     }
+    usr = sum(float(j.get("usr_cpu", 0.0)) for j in jobs)
+    sys_ = sum(float(j.get("sys_cpu", 0.0)) for j in jobs)
+    extra["cpu_s"] = (usr + sys_) / 100.0 * runtime_ms / 1000.0   # fio's own CPU time (user + system)
     if main.get("slat_ns"):
         extra["slat_mean_s"] = float(main["slat_ns"].get("mean", 0.0)) / 1e9
     if d.get("fio version"):

@@ -101,7 +101,8 @@ def verify_full(target: str, *, destructive: bool = False, resume: bool = False,
     (``destructive=True`` required). Returns a ``cardbench.verify/1`` document (mode "full").
 
     ``resume``: continue the interrupted run found at ``target``. ``keep_files``: leave the
-    files (directory mode). ``file_bytes``: bytes per file/segment (default: see
+    files (directory mode). ``state_dir``: where the state is kept (a block device) or mirrored
+    (a directory; the state file proper sits beside the files); default the user state dir. ``file_bytes``: bytes per file/segment (default: see
     ``default_file_bytes``). ``max_bytes``: fill at most this much (a partial test, like
     H2testw's "only N MB"). Ctrl-C raises ``Interrupted`` (``.doc`` is the partial document; the
     files and state stay for ``resume``).
@@ -116,7 +117,7 @@ def verify_full(target: str, *, destructive: bool = False, resume: bool = False,
         raise UsageError("the file size must be a whole number of MiB (at least 1 MiB)")
     if stat.S_ISDIR(st.st_mode):
         run = _DirRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
-                      keep_files=keep_files, max_bytes=max_bytes)
+                      keep_files=keep_files, max_bytes=max_bytes, state_dir=state_dir)
     elif stat.S_ISBLK(st.st_mode):
         if not destructive:
             raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
@@ -237,7 +238,11 @@ class _Run:
             self.stopped = "full"
             return
         unit["write_error"] = f"{os.strerror(e.errno or errno.EIO)} at byte {done}"
-        if e.errno == errno.EROFS:
+        if e.errno in (errno.EIO, errno.EROFS) and not self.alive():
+            self.gone = True
+            self.stopped = (f"the card stopped answering (removed?) while writing {unit['name']} at byte {done} "
+                            f"(fill byte {unit['base'] + done})")
+        elif e.errno == errno.EROFS:
             self.stopped = "the filesystem went read-only (the card reported errors)"
         elif e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM):
             self.stopped = "the card is gone (removed?)"
@@ -336,10 +341,31 @@ class _Run:
         unit["read"] = res
 
     def check_gone(self, e: OSError) -> bool:
-        if e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM):
+        if e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM) or (e.errno == errno.EIO and not self.alive()):
             self.gone = True
-            self.stopped = "the card is gone (removed?)"
+            self.stopped = self.stopped or "the card stopped answering (removed?) while reading back"
         return self.gone
+
+    def alive(self) -> bool:
+        """Does the card still answer a read of its first sector?"""
+        path = self.device_path if self.mode_target == "directory" else self.path
+        if not path:
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            buf = aligned_buffer(4096)
+            try:
+                os.preadv(fd, [buf], 0)
+                return True
+            except OSError:
+                return False
+            finally:
+                buf.close()
+        finally:
+            os.close(fd)
 
     def take_pair(self, where: int, belongs: int) -> None:
         pw = self.physical(where)
@@ -425,6 +451,8 @@ class _Run:
         if self.gone or (self.stopped and self.stopped not in ("full", "limit")):
             if verdict == "genuine":
                 verdict = "damaged"
+            if self.gone and verdict != "counterfeit":
+                usable, basis = None, "unknown: the card stopped answering"
         if physical_ok:
             ranges = merge_ranges([(offset_on_device + s, offset_on_device + e) for s, e in self.bad_phys], gap=MiB)
             if tail_start is not None and whole_size:
@@ -526,8 +554,9 @@ def _coarsen(runs: list[list]) -> list[list]:
 class _DirRun(_Run):
     mode_target = "directory"
 
-    def __init__(self, target: str, *, progress, seed, file_bytes, resume, keep_files, max_bytes):
+    def __init__(self, target: str, *, progress, seed, file_bytes, resume, keep_files, max_bytes, state_dir=None):
         super().__init__(progress, seed, file_bytes, resume, max_bytes)
+        self.state_root = Path(state_dir) if state_dir is not None else _state_dir()
         from cardbench.target import DirTarget
         self.target = DirTarget.open(target)
         self.dir = Path(self.target.path)
@@ -561,31 +590,46 @@ class _DirRun(_Run):
 
     # -- state -------------------------------------------------------------------------------
     def save_state(self) -> None:
-        _write_json(self.state_path, self.state)
         try:
-            d = _state_dir()
-            d.mkdir(parents=True, exist_ok=True)
-            _write_json(d / self._mirror_name(), self.state, durable=False)
+            _write_json(self.state_path, self.state)
+        except OSError as e:
+            note = f"the state file could not be written on the card ({e.strerror}); a copy is kept in {self.state_root}"
+            if note not in self.notes:
+                self.notes.append(note)
+        try:
+            self.state_root.mkdir(parents=True, exist_ok=True)
+            _write_json(self.state_root / self._mirror_name(), self.state, durable=False)
         except OSError:
             pass
 
     def _mirror_name(self) -> str:
-        st = os.stat(self.dir)
-        return f"dir-{os.major(st.st_dev)}-{os.minor(st.st_dev)}-{st.st_ino}.json"
+        if getattr(self, "_mirror", None) is None:
+            st = os.stat(self.dir)
+            self._mirror = f"dir-{os.major(st.st_dev)}-{os.minor(st.st_dev)}-{st.st_ino}.json"
+        return self._mirror
 
     def _leftovers(self) -> list[Path]:
-        return sorted(p for p in self.dir.iterdir() if FILE_RE.match(p.name))
+        try:
+            return sorted(p for p in self.dir.iterdir() if FILE_RE.match(p.name))
+        except OSError:
+            return []
 
     def _drop_mirror(self) -> None:
         try:
-            (_state_dir() / self._mirror_name()).unlink()
+            (self.state_root / self._mirror_name()).unlink()
         except OSError:
             pass
 
     # -- units -------------------------------------------------------------------------------------
+    def _free(self) -> int:
+        try:
+            return self.target.free_now()
+        except OSError:
+            return 0
+
     def planned_total(self) -> int:
         done = sum(u.get("written", 0) for u in self.state["units"] if u.get("complete"))
-        free = self.target.free_now()
+        free = self._free()
         total = done + free
         if self.max_bytes:
             total = min(total, self.max_bytes)
@@ -598,7 +642,7 @@ class _DirRun(_Run):
             self.stopped = "limit"
             return None
         fb = self.state["file_bytes"]
-        free = self.target.free_now()
+        free = self._free()
         if free < SECTOR * 8:
             self.stopped = "full"
             return None
@@ -664,7 +708,8 @@ class _DirRun(_Run):
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
         from cardbench.devices.lock import lock_key, target_lock
-        with target_lock(lock_key(str(self.dir)), label=str(self.dir)):
+        # the card, not the directory (as `cardbench run` locks it): never two tests on one card at once
+        with target_lock(lock_key(self.target.device or str(self.dir)), label=str(self.dir)):
             self._prepare()
             try:
                 if self.state["phase"] == "write":
@@ -683,7 +728,7 @@ class _DirRun(_Run):
         old = _read_json(self.state_path)
         if old is None:
             try:
-                old = _read_json(_state_dir() / self._mirror_name())
+                old = _read_json(self.state_root / self._mirror_name())
             except OSError:
                 old = None
         if self.resume:
@@ -715,7 +760,13 @@ class _DirRun(_Run):
         self.load_pattern()
 
     def _finish(self) -> None:
-        announced = self.whole_size or (os.statvfs(self.dir).f_blocks * os.statvfs(self.dir).f_frsize)
+        announced = self.whole_size
+        if announced is None:
+            try:
+                v = os.statvfs(self.dir)
+                announced = v.f_blocks * v.f_frsize
+            except OSError:
+                announced = 0
         self.doc["method"]["free_bytes_at_start"] = self.target.free_bytes
         self.finish(announced=announced, device=self.device_path, offset_on_device=self.part_offset,
                     physical_ok=self.physical_ok, whole_size=self.whole_size)

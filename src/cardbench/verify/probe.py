@@ -193,6 +193,8 @@ class Prober:
         self.t_write = 0.0   # average seconds per sample write (with its save)
         self.t_read = 0.0
         self.written_total = 0
+        self.seq_read: float | None = None
+        self.seq_write: float | None = None
 
     # -- time ------------------------------------------------------------------------------------
     def _elapsed(self) -> float:
@@ -648,25 +650,52 @@ class Prober:
         f = min(f, max(self.b, (self.end - self.a) // 4))
         return max(self.sector, _align_down(f, MiB) if f >= MiB else _align_down(f, self.sector))
 
-    def _fit_budget(self, count: int, flush: int, share: float) -> tuple[int, int]:
-        """Fewer teeth and a smaller flush until the estimate fits ``share`` of the time left."""
+    def _measure_rates(self) -> None:
+        """With a time budget: time one sequential 1 MiB read (reads are always safe) to cost the
+        flush; cards write at most about as fast as they read, assume half."""
+        n = min(MiB, _align_down(self.a, self.sector))
+        t0 = time.perf_counter()
+        try:
+            self.io.read(0, n)
+        except IOFailure as e:
+            self._failure(e)
+            return
+        dt = max(1e-6, time.perf_counter() - t0)
+        self.seq_read = n / dt
+        self.seq_write = self.seq_read / 2
+
+    def _fit_budget(self, count: int, flush: int, share: float, span: int,
+                    keep_wrap: bool) -> tuple[int, int]:
+        """Fewer teeth and a smaller flush until the estimate fits ``share`` of the time left.
+
+        With ``keep_wrap`` the teeth stay closer than the flush window is wide (any wraparound is
+        still caught): cost n * per_tooth + (span / n) * per_flush_byte, smallest near
+        n = sqrt(span * per_byte / per_tooth). Only when even that does not fit is the guarantee
+        given up (the confidence says so)."""
         left = self._time_left()
         if math.isinf(left):
             return count, flush
         per = max(1e-5, self.t_write + self.t_read)
-        seq = max(self.b / max(1e-6, self.t_write), 1e6)
+        seq_w = self.seq_write or max(self.b / max(1e-6, self.t_write), 1e6)
+        seq_r = self.seq_read or 2 * seq_w
+        per_byte = 1 / seq_w + ((1 / seq_r + 1 / seq_w) if self.saver is not None else 0.0)
+        avail = share * left
 
         def cost(n: int, f: int) -> float:
-            return n * per + f / seq * (2 if self.saver is not None else 1)
+            return n * per + f * per_byte
 
-        while cost(count, flush) > share * left and (count > 32 or flush > MiB):
-            if flush > MiB and cost(0, flush) >= cost(count, 0):
-                flush = max(MiB, flush // 2)
-            elif count > 32:
-                count //= 2
-            else:
-                flush = max(MiB, flush // 2)
-        return count, flush
+        if cost(count, flush) <= avail:
+            return count, flush
+        if keep_wrap:
+            n = count
+            while n >= 16:
+                f = max(flush if flush < span // n else 0, _align_up(span // n, MiB))
+                f = max(MiB, min(f, span // 2))
+                if cost(n, f) <= avail:
+                    return n, f
+                n //= 2
+        n = max(16, int((avail - MiB * per_byte) / per)) if avail > MiB * per_byte else 16
+        return min(count, n), MiB
 
     def run(self) -> ProbeResult:
         self._started = self.clock()
@@ -675,6 +704,8 @@ class Prober:
         complete = True
         try:
             self._phase0()
+            if self.opt.time_budget is not None:
+                self._measure_rates()
             self._phase_a()
             self._rest()
         except CardGone as g:
@@ -710,7 +741,7 @@ class Prober:
             if bad is None and not wrap:
                 # teeth closer than W is wide: a wrap at any size lands a tooth in W
                 count = max(count, (upper - self.a) // max(flush, 1))
-            count, flush = self._fit_budget(count, flush, 0.6)
+            count, flush = self._fit_budget(count, flush, 0.7, upper - self.a, keep_wrap=bad is None)
             self.flush_bytes = max(self.flush_bytes, flush)
             self._check_time()
             self._comb(upper, flush, count, "comb")
@@ -839,9 +870,13 @@ class Prober:
         mb = spacing / 1e6
         cache = self.flush_bytes / 1e6
         if verdict == "genuine":
-            return (f"every fake or failing area at the end longer than {mb:.3g} MB would have been found "
+            text = (f"every fake or failing area at the end longer than {mb:.3g} MB would have been found "
                     f"(a block every {mb:.3g} MB, read back after {cache:.3g} MB more were written: a card "
                     f"buffering less than that cannot hide lost blocks)")
+            if not (self.flush_bytes and self.spacing and self.spacing <= self.flush_bytes):
+                text += ("; but a card that wraps around at a size that is not a power of two could have been "
+                         "missed (the blocks were further apart than the window: give it more time)")
+            return text
         if uncertainty:
             return f"the boundary is known to within {uncertainty} bytes (time budget)"
         return "the boundary was located to the sector"

@@ -480,8 +480,15 @@ def run_once(spec: PatternSpec, area: TestArea, engine: str = "queued", *, durat
                    for i in range(spec.threads)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            # Ctrl-C / SIGTERM while waiting: the workers stop by themselves at the deadline;
+            # wait for them so nothing still writes when the caller cleans up
+            for t in threads:
+                t.join()
+            raise
     errors = [lp.error for lp in loops if lp.error is not None and not isinstance(lp.error, threading.BrokenBarrierError)]
     if errors:
         raise errors[0]
