@@ -24,3 +24,10 @@ def test_check_classifies_sectors():
     assert (c.ok, c.overwritten, c.zero, c.corrupted, c.foreign) == (12, 1, 1, 1, 1)
     assert c.misplaced == [(pos, 3 * SECTOR)]
     assert c.first_bad == [pos, pos + SECTOR, pos + 2 * SECTOR, pos + 3 * SECTOR]
+
+
+def test_sector_data_depends_on_position_only():
+    p = Pattern(99)
+    big = p.block(0, 1 << 20)
+    assert big[4096:8192] == p.block(4096, 4096)
+    assert p.check(memoryview(big)[8192:16384], 8192).ok == 16

@@ -7,9 +7,10 @@ the file or device):
     bytes 8..15   ``pos`` itself (uint64): where it belongs
     bytes 16..511 pseudo-random bytes from a per-run pool, at a position derived from ``pos``
 
-The pool is 8 MiB of seeded random data (numpy PCG64), so the data is incompressible and a
-block can be regenerated anywhere for checking. Stamping the headers is one vectorised numpy
-assignment, so making and checking data runs at memory speed (bench/patterns_speed.py).
+The pool is 8 MiB of seeded random data (numpy PCG64); sector k takes pool row (k * 4099) mod
+16384, so the data is incompressible, depends on the sector's position only, and can be
+regenerated anywhere for checking. Gathering the rows and stamping the headers are vectorised
+numpy operations, so making and checking data runs at memory speed (bench/patterns_speed.py).
 
 Checking classifies each sector as ``ok``, ``zero`` (reads back as zeros: dropped write),
 ``overwritten`` (a sector of this run that belongs at another position: wraparound),
@@ -66,23 +67,22 @@ class Pattern:
     def __init__(self, tag: int):
         self.tag = int(tag) & 0xFFFF_FFFF_FFFF_FFFF
         rng = np.random.Generator(np.random.PCG64(self.tag))
-        pool = np.frombuffer(rng.bytes(POOL_BYTES), dtype=np.uint8)
-        # doubled so any slice up to POOL_BYTES starting anywhere is contiguous
-        self._pool = np.concatenate([pool, pool])
+        self._rows = np.frombuffer(rng.bytes(POOL_BYTES), dtype=np.uint8).reshape(-1, SECTOR)
 
     def fill(self, buf, pos: int) -> None:
-        """Fill ``buf`` (writable buffer, length a multiple of 512) with the data that belongs at ``pos``."""
+        """Fill ``buf`` (writable buffer, length a multiple of 512) with the data that belongs at ``pos``.
+
+        Each sector depends on its own position only, so ``block(0, 1 MiB)[4096:8192] ==
+        block(4096, 4096)``: data written in one request size can be checked in another.
+        """
         view = np.frombuffer(buf, dtype=np.uint8)
         n = view.size
         if n % SECTOR or pos % SECTOR:
             raise ValueError("buffer length and position must be multiples of 512")
-        done = 0
-        while done < n:
-            chunk = min(n - done, POOL_BYTES)
-            start = ((pos + done) // SECTOR * _STRIDE % _POOL_SECTORS) * SECTOR
-            view[done:done + chunk] = self._pool[start:start + chunk]
-            done += chunk
         sectors = view.reshape(-1, SECTOR)
+        first = pos // SECTOR
+        rows = (np.arange(first, first + sectors.shape[0], dtype=np.uint64) * _STRIDE) % _POOL_SECTORS
+        np.take(self._rows, rows.astype(np.intp), axis=0, out=sectors)
         hdr = sectors[:, :16].view(np.uint64)
         hdr[:, 0] = self.tag
         hdr[:, 1] = np.arange(pos, pos + n, SECTOR, dtype=np.uint64)

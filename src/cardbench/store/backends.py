@@ -79,7 +79,8 @@ class SQLiteBackend(Backend):
     """A SQLite file in WAL mode with a busy timeout, so two writers both get their turn."""
 
     kind = "sqlite"
-    error_types = (sqlite3.Error,)
+    # a damaged file can hold text that is not UTF-8: sqlite3 raises UnicodeDecodeError reading it
+    error_types = (sqlite3.Error, UnicodeDecodeError)
 
     def __init__(self, path: str | Path):
         p = Path(path).expanduser()
@@ -112,7 +113,7 @@ class SQLiteBackend(Backend):
             if mode and str(mode[0]).lower() != "wal":
                 raise StoreError(f"results database {p}: cannot switch to WAL journal mode (got {mode[0]})")
             self.conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.conn.close()
             raise StoreError(f"cannot open results database {p}: {first_line(e)}") from None
         except BaseException:

@@ -726,7 +726,8 @@ class _DirRun(_Run):
 
     def _prepare(self) -> None:
         old = _read_json(self.state_path)
-        if old is None:
+        if old is None and self.resume:
+            # the card may have lost the state file (a fake card can overwrite it): use the copy
             try:
                 old = _read_json(self.state_root / self._mirror_name())
             except OSError:
@@ -747,7 +748,7 @@ class _DirRun(_Run):
             self.notes.append(f"resumed a run started at {self.doc['started_at']}")
         else:
             left = self._leftovers()
-            if left or old is not None:
+            if left:
                 for p in left:
                     try:
                         p.unlink()
@@ -786,11 +787,11 @@ class _DirRun(_Run):
         raise err
 
     def _cleanup(self) -> None:
+        files = [] if self.keep_files else self._leftovers()
         if self.keep_files:
             self.doc["files_kept"] = True
-            return
         failed = 0
-        for p in self._leftovers() + [self.state_path]:
+        for p in files + [self.state_path]:
             try:
                 p.unlink()
             except FileNotFoundError:

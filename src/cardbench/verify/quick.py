@@ -123,21 +123,22 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
                               f"{MIN_DEVICE // (1 << 20)} MiB)")
         io = DeviceIO(fd, path, size, sector)
         saver = None
-        if not destructive:
-            from cardbench.devices.preserve import Preserver
-            saver = Preserver(path, journal_dir)
         interrupted: BaseException | None = None
         result = None
+        restore: dict[str, Any] = {}
         try:
-            prober = Prober(io, saver=saver, progress=progress,
+            prober = Prober(io, saver=None, progress=progress,
                             options=ProbeOptions(time_budget=time_budget, seed=seed,
                                                  assume_cache_bytes=assume_cache_bytes))
+            if not destructive:
+                from cardbench.devices.preserve import Preserver
+                saver = prober.saver = Preserver(path, journal_dir)
             try:
                 result = prober.run()
             except (KeyboardInterrupt, Interrupted) as e:
                 interrupted = e
         finally:
-            restore = _restore(saver, progress)
+            restore = _restore(saver, progress) if saver is not None or destructive else restore
             io.close()
         doc["preserve"] = restore
         _fill(doc, path, size, prober, result, restore, t_start)
