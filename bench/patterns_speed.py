@@ -4,9 +4,9 @@
 Making and checking data must never be what limits a verification: the goal is at least 1 GB/s
 per core for each (a card or reader is at most a few hundred MB/s). Measured on one core:
 
-* ``Pattern.fill`` / ``Pattern.check`` (cardbench.patterns, used by the speed tests), and
-* ``SectorPattern.fill`` / ``SectorPattern.judge`` (cardbench.verify.data: per-sector data, so
-  any sector can be regenerated from its position whatever request wrote it; used by verify),
+* ``Pattern.fill`` / ``Pattern.judge`` (cardbench.patterns: per-sector data, so any sector can be
+  regenerated from its position whatever request wrote it; used by every test that writes and
+  by verify),
 
 over a simulated device: the requests (1 MiB and 4 MiB, the sizes the tools use) walk positions
 spread over the whole device, so a 1 TiB "device" costs no more memory than a 1 GiB one. Also the
@@ -33,7 +33,6 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from cardbench.patterns import Pattern  # noqa: E402
-from cardbench.verify.data import SectorPattern  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -56,24 +55,12 @@ def measure(device: int, chunk: int, data_bytes: int) -> dict:
     count = max(8, data_bytes // chunk)
     poss = positions(device, chunk, count)
     out = {}
-    pat = Pattern(TAG)
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     buf = np.empty(chunk, dtype=np.uint8)
     # warm-up (page faults of the buffers, numpy's first calls)
-    pat.fill(buf, 0)
-    pat.check(buf, 0)
-    out["Pattern.fill"] = rate(pat.fill, buf, poss)
-
-    t_check = 0.0
-    for p in poss:
-        pat.fill(buf, p)        # what a card hands back when all is well (not timed)
-        t0 = time.perf_counter()
-        c = pat.check(buf, p)
-        t_check += time.perf_counter() - t0
-        assert c.ok == chunk // 512
-    out["Pattern.check"] = len(poss) * chunk / t_check
-
-    out["SectorPattern.fill"] = rate(sp.fill, buf, poss)
+    sp.fill(buf, 0)
+    sp.judge(buf, 0)
+    out["Pattern.fill"] = rate(sp.fill, buf, poss)
     goods = []
     t_judge = 0.0
     for p in poss:
@@ -82,7 +69,7 @@ def measure(device: int, chunk: int, data_bytes: int) -> dict:
         goods.append(sp.judge(buf, p).ok)
         t_judge += time.perf_counter() - t0
     assert all(goods)
-    out["SectorPattern.judge"] = len(poss) * chunk / t_judge
+    out["Pattern.judge"] = len(poss) * chunk / t_judge
 
     # worst case: every sector of the request is the data of a position 3 GiB further on
     wrapped = np.empty(chunk, dtype=np.uint8)
@@ -96,7 +83,7 @@ def measure(device: int, chunk: int, data_bytes: int) -> dict:
         j = sp.judge(wrapped, p)
         t_judge += time.perf_counter() - t0
         assert j.counts["overwritten"] == chunk // 512
-    out["SectorPattern.judge (all overwritten)"] = len(few) * chunk / t_judge
+    out["Pattern.judge (all overwritten)"] = len(few) * chunk / t_judge
     return out
 
 
@@ -104,7 +91,7 @@ def main() -> None:
     data = int(float(sys.argv[1]) * GiB) if len(sys.argv) > 1 else 2 * GiB
     print(f"one core; {data / GiB:g} GiB of data per figure; GB = 10^9 bytes")
     print(f"{'device':>8} {'request':>8} " + " ".join(f"{k:>22}" for k in (
-        "Pattern.fill", "Pattern.check", "SectorPattern.fill", "SectorPattern.judge", "judge, all wrapped")) +
+        "Pattern.fill", "Pattern.judge", "judge, all wrapped")) +
         f" {'tracemalloc peak':>17} {'peak RSS':>9}")
     worst = {}
     for device in (GiB, 64 * GiB, 1 << 40):

@@ -1,20 +1,30 @@
 """Fast, incompressible, verifiable data: every 512-byte sector says where it belongs.
 
-Layout of each 512-byte sector written at absolute position ``pos`` (bytes from the start of
-the file or device):
+Every 512-byte sector written at absolute position ``pos`` (bytes from the start of the file or
+device) carries
 
-    bytes 0..7    the run tag (uint64, little endian): which run wrote it
-    bytes 8..15   ``pos`` itself (uint64): where it belongs
-    bytes 16..511 pseudo-random bytes from a per-run pool, at a position derived from ``pos``
+    bytes 0..7    the run tag (uint64 LE, never 0)
+    bytes 8..15   ``pos``
+    bytes 16..511 pool bytes chosen by ``pos`` alone: row ``pos/512 * 4099 mod 16384`` of the run's
+                  8 MiB pool of PCG64 output seeded by the tag
 
-The pool is 8 MiB of seeded random data (numpy PCG64); sector k takes pool row (k * 4099) mod
-16384, so the data is incompressible, depends on the sector's position only, and can be
-regenerated anywhere for checking. Gathering the rows and stamping the headers are vectorised
-numpy operations, so making and checking data runs at memory speed (bench/patterns_speed.py).
+so the data is incompressible and any sector can be regenerated from its position whatever the
+request it was written in. A sector read back at ``where`` that carries another ``pos`` of this run
+*and* that position's body is proof of wraparound (``overwritten``, distance ``pos - where``), not
+mere corruption. Making data is a numpy row gather and judging it a vectorised comparison: several
+GB/s per core (bench/patterns_speed.py). Used by every workload that writes (seq_write, cold_read's
+check, raw_write, random and sustained writes) and by verification.
 
-Checking classifies each sector as ``ok``, ``zero`` (reads back as zeros: dropped write),
-``overwritten`` (a sector of this run that belongs at another position: wraparound),
-``foreign`` (another run's tag) or ``corrupted`` (anything else).
+Classes of a sector read back at ``where``:
+
+``ok``           exactly what this run wrote there
+``zero``         all zeros (a dropped write, or a card that reads unwritten space as zeros)
+``overwritten``  this run's data of another position (the card wrapped around)
+``changed``      this run's tag but the wrong body or a nonsense position (the card damaged it)
+``foreign``      another cardbench run's data (the write did not land: old data)
+``garbage``      anything else: old contents, 0xFF (erased flash), noise (the write did not land)
+
+``zero``, ``foreign`` and ``garbage`` mean the write was lost ("dropped").
 """
 
 from __future__ import annotations
@@ -25,109 +35,215 @@ import numpy as np
 
 SECTOR = 512
 POOL_BYTES = 8 << 20
-_POOL_SECTORS = POOL_BYTES // SECTOR
-_STRIDE = 4099  # prime: neighbouring positions draw far-apart pool slices
+STRIDE = 4099
+ROWS = POOL_BYTES // SECTOR
+#: positions above this are nonsense (an 8 EiB card does not exist)
+MAX_POS = 1 << 56
+#: sectors gathered per numpy call (bounds temporary memory: 16 Ki rows = 8 MiB)
+_BATCH_ROWS = 16384
+
+CLASSES = ("ok", "zero", "overwritten", "changed", "foreign", "garbage")
+OK, ZERO, OVERWRITTEN, CHANGED, FOREIGN, GARBAGE = range(6)
+DROPPED_CLASSES = (ZERO, FOREIGN, GARBAGE)
 
 
 @dataclass
-class CheckCounts:
-    """Per-class sector counts of a check, and the positions of the first few bad sectors."""
+class Judgement:
+    """What a read-back of ``length`` bytes at ``offset`` held, sector by sector."""
 
-    ok: int = 0
-    zero: int = 0
-    overwritten: int = 0
-    foreign: int = 0
-    corrupted: int = 0
-    first_bad: list[int] = field(default_factory=list)
-    #: for overwritten sectors: (where found, where it belongs), first few
+    offset: int
+    length: int
+    counts: dict[str, int] = field(default_factory=dict)
+    #: absolute position of the first sector that is not ok (None: all ok)
+    first_bad: int | None = None
+    #: class name of that first bad sector
+    first_bad_class: str | None = None
+    #: (where found, where it belongs) of overwritten sectors, first few
     misplaced: list[tuple[int, int]] = field(default_factory=list)
+    #: per-sector class codes (only when asked for)
+    classes: np.ndarray | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad is None
+
+    @property
+    def sectors(self) -> int:
+        return self.length // SECTOR
 
     @property
     def bad(self) -> int:
-        return self.zero + self.overwritten + self.foreign + self.corrupted
+        return self.sectors - self.counts.get("ok", 0)
 
-    def add(self, other: "CheckCounts") -> None:
-        self.ok += other.ok
-        self.zero += other.zero
-        self.overwritten += other.overwritten
-        self.foreign += other.foreign
-        self.corrupted += other.corrupted
-        self.first_bad.extend(other.first_bad[: max(0, 16 - len(self.first_bad))])
-        self.misplaced.extend(other.misplaced[: max(0, 16 - len(self.misplaced))])
+    def dominant_bad(self) -> str | None:
+        """The most frequent bad class ("overwritten" wins ties: it is the strongest evidence)."""
+        bad = {k: v for k, v in self.counts.items() if k != "ok" and v}
+        if not bad:
+            return None
+        return max(bad, key=lambda k: (bad[k], k == "overwritten"))
 
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "zero": self.zero, "overwritten": self.overwritten, "foreign": self.foreign,
-                "corrupted": self.corrupted, "first_bad": self.first_bad,
-                "misplaced": [list(p) for p in self.misplaced]}
+
+def _pool(tag: int) -> np.ndarray:
+    """8 MiB of PCG64 output seeded by the tag (raw 64-bit words: ~6x faster than ``bytes``)."""
+    raw = np.random.PCG64(tag).random_raw(POOL_BYTES // 8).astype("<u8", copy=False)
+    return raw.view(np.uint8).reshape(ROWS, SECTOR)
 
 
 class Pattern:
-    """The data of one run. ``Pattern(tag)`` makes the same bytes every time for the same tag."""
+    """The data of one run: ``Pattern(tag)`` makes the same bytes every time.
+
+    ``fill(buf, pos)`` writes the sectors that belong at ``pos`` .. ``pos + len(buf)``;
+    ``judge(buf, pos)`` classifies what was read back from there.
+    """
 
     def __init__(self, tag: int):
         self.tag = int(tag) & 0xFFFF_FFFF_FFFF_FFFF
-        rng = np.random.Generator(np.random.PCG64(self.tag))
-        self._rows = np.frombuffer(rng.bytes(POOL_BYTES), dtype=np.uint8).reshape(-1, SECTOR)
+        if self.tag == 0:
+            raise ValueError("the run tag must not be 0 (zero sectors would look like ours)")
+        self._rows = _pool(self.tag)
+        self._rows64 = self._rows.view(np.uint64)
+        self._scratch: np.ndarray | None = None
+
+    # -- making data ------------------------------------------------------------------------------
+    @staticmethod
+    def _row_index(first_sector: int, count: int) -> np.ndarray:
+        s = np.arange(first_sector, first_sector + count, dtype=np.uint64)
+        return ((s * np.uint64(STRIDE)) % np.uint64(ROWS)).astype(np.intp)
+
+    def _fill_rows(self, rows: np.ndarray, pos: int) -> None:
+        n = rows.shape[0]
+        done = 0
+        while done < n:
+            k = min(_BATCH_ROWS, n - done)
+            first = pos // SECTOR + done
+            out = rows[done:done + k]
+            np.take(self._rows, self._row_index(first, k), axis=0, out=out)
+            hdr = out[:, :16].view(np.uint64)
+            hdr[:, 0] = self.tag
+            hdr[:, 1] = np.arange(first * SECTOR, (first + k) * SECTOR, SECTOR, dtype=np.uint64)
+            done += k
 
     def fill(self, buf, pos: int) -> None:
-        """Fill ``buf`` (writable buffer, length a multiple of 512) with the data that belongs at ``pos``.
-
-        Each sector depends on its own position only, so ``block(0, 1 MiB)[4096:8192] ==
-        block(4096, 4096)``: data written in one request size can be checked in another.
-        """
+        """Fill ``buf`` (writable, a multiple of 512 bytes) with the sectors that belong at ``pos``."""
         view = np.frombuffer(buf, dtype=np.uint8)
-        n = view.size
-        if n % SECTOR or pos % SECTOR:
+        if view.size % SECTOR or pos % SECTOR or pos < 0:
             raise ValueError("buffer length and position must be multiples of 512")
-        sectors = view.reshape(-1, SECTOR)
-        first = pos // SECTOR
-        rows = (np.arange(first, first + sectors.shape[0], dtype=np.uint64) * _STRIDE) % _POOL_SECTORS
-        np.take(self._rows, rows.astype(np.intp), axis=0, out=sectors)
-        hdr = sectors[:, :16].view(np.uint64)
-        hdr[:, 0] = self.tag
-        hdr[:, 1] = np.arange(pos, pos + n, SECTOR, dtype=np.uint64)
+        self._fill_rows(view.reshape(-1, SECTOR), pos)
 
     def block(self, pos: int, length: int) -> bytearray:
         buf = bytearray(length)
         self.fill(buf, pos)
         return buf
 
-    def check(self, buf, pos: int, scratch: bytearray | None = None) -> CheckCounts:
-        """Compare ``buf`` (read from ``pos``) with what this run wrote there; classify each sector."""
+    # -- judging data -----------------------------------------------------------------------------
+    def _expected(self, n_bytes: int, pos: int) -> np.ndarray:
+        if self._scratch is None or self._scratch.size < n_bytes:
+            self._scratch = np.empty(max(n_bytes, 1 << 20), dtype=np.uint8)
+        exp = self._scratch[:n_bytes].reshape(-1, SECTOR)
+        self._fill_rows(exp, pos)
+        return exp
+
+    def judge(self, buf, pos: int, *, keep_classes: bool = False, max_misplaced: int = 64) -> Judgement:
+        """Classify every sector of ``buf`` (read back from ``pos``). Fast when all is well."""
         got = np.frombuffer(buf, dtype=np.uint8)
         n = got.size
-        if scratch is None or len(scratch) < n:
-            scratch = bytearray(n)
-        exp_mv = memoryview(scratch)[:n]
-        self.fill(exp_mv, pos)
-        exp = np.frombuffer(exp_mv, dtype=np.uint8)
-        counts = CheckCounts()
-        if np.array_equal(got, exp):
-            counts.ok = n // SECTOR
-            return counts
-        g = got.reshape(-1, SECTOR)
-        e = exp.reshape(-1, SECTOR)
-        same = (g == e).all(axis=1)
-        counts.ok = int(same.sum())
-        bad_idx = np.nonzero(~same)[0]
-        ghdr = g[:, :16].view(np.uint64)
-        for i in bad_idx:
-            where = pos + int(i) * SECTOR
-            row = g[i]
-            if not row.any():
-                counts.zero += 1
-            elif int(ghdr[i, 0]) == self.tag and int(ghdr[i, 1]) != where:
-                belongs = int(ghdr[i, 1])
-                if belongs % SECTOR == 0 and np.array_equal(row, self.block(belongs, SECTOR)):
-                    counts.overwritten += 1
-                    if len(counts.misplaced) < 16:
-                        counts.misplaced.append((where, belongs))
-                else:
-                    counts.corrupted += 1
-            elif int(ghdr[i, 0]) != self.tag and ghdr[i, 1] % SECTOR == 0 and int(ghdr[i, 0]) != 0:
-                counts.foreign += 1
+        if n % SECTOR or pos % SECTOR:
+            raise ValueError("buffer length and position must be multiples of 512")
+        j = Judgement(offset=pos, length=n)
+        rows = got.reshape(-1, SECTOR)
+        nrows = rows.shape[0]
+        classes = np.zeros(nrows, dtype=np.uint8) if keep_classes else None
+        totals = np.zeros(len(CLASSES), dtype=np.int64)
+        done = 0
+        while done < nrows:
+            k = min(_BATCH_ROWS, nrows - done)
+            part = rows[done:done + k]
+            start = pos + done * SECTOR
+            exp = self._expected(k * SECTOR, start)
+            if np.array_equal(part, exp):
+                totals[OK] += k
             else:
-                counts.corrupted += 1
-            if len(counts.first_bad) < 16:
-                counts.first_bad.append(where)
-        return counts
+                cls = self._classify(part, exp, start)
+                totals += np.bincount(cls, minlength=len(CLASSES))
+                if classes is not None:
+                    classes[done:done + k] = cls
+                bad = np.nonzero(cls != OK)[0]
+                if bad.size and j.first_bad is None:
+                    j.first_bad = start + int(bad[0]) * SECTOR
+                    j.first_bad_class = CLASSES[int(cls[bad[0]])]
+                if len(j.misplaced) < max_misplaced:
+                    ow = np.nonzero(cls == OVERWRITTEN)[0][: max_misplaced - len(j.misplaced)]
+                    if ow.size:
+                        belongs = part[ow, 8:16].copy().view(np.uint64).ravel()
+                        j.misplaced.extend((start + int(i) * SECTOR, int(b)) for i, b in zip(ow, belongs))
+            done += k
+        j.counts = {name: int(totals[i]) for i, name in enumerate(CLASSES)}
+        j.classes = classes
+        return j
+
+    def _classify(self, got: np.ndarray, exp: np.ndarray, start: int) -> np.ndarray:
+        # compare 8 bytes at a time: rows of 64 uint64 words (word 0 tag, word 1 position)
+        k = got.shape[0]
+        g64 = got.view(np.uint64).reshape(k, SECTOR // 8)
+        e64 = exp.view(np.uint64).reshape(k, SECTOR // 8)
+        cls = np.full(k, GARBAGE, dtype=np.uint8)
+        same = (g64 == e64).all(axis=1)
+        cls[same] = OK
+        bad = np.nonzero(~same)[0]
+        if not bad.size:
+            return cls
+        g = g64 if bad.size == k else g64[bad]
+        zero = ~g.any(axis=1)
+        tags = g[:, 0]
+        belongs = g[:, 1]
+        where = (np.uint64(start) + bad.astype(np.uint64) * np.uint64(SECTOR))
+        ours = tags == np.uint64(self.tag)
+        plausible = (belongs % np.uint64(SECTOR) == 0) & (belongs < np.uint64(MAX_POS))
+        moved = ours & plausible & (belongs != where)
+        sub = np.full(bad.size, GARBAGE, dtype=np.uint8)
+        sub[ours] = CHANGED
+        if moved.any():
+            idx = np.nonzero(moved)[0]
+            rows = ((belongs[idx] // np.uint64(SECTOR)) * np.uint64(STRIDE) % np.uint64(ROWS)).astype(np.intp)
+            pool64 = self._rows64[rows, 2:]
+            body = g[:, 2:] if idx.size == g.shape[0] else g[idx, 2:]
+            body_ok = (body == pool64).all(axis=1)
+            sub[idx[body_ok]] = OVERWRITTEN
+        foreign = ~ours & (tags != 0) & plausible
+        if foreign.any():
+            # our body under a damaged tag is damage, not another run's data
+            idx = np.nonzero(foreign & (belongs == where))[0]
+            if idx.size:
+                body_ours = (g[idx, 2:] == e64[bad[idx], 2:]).all(axis=1)
+                foreign[idx[body_ours]] = False
+                sub[idx[body_ours]] = CHANGED
+        sub[foreign] = FOREIGN
+        sub[zero] = ZERO
+        cls[bad] = sub
+        return cls
+
+
+def bad_runs(classes: np.ndarray, pos: int) -> list[tuple[int, int, int]]:
+    """Runs of equal non-ok classes: [(start, end, class code), ...] in absolute bytes."""
+    if classes.size == 0:
+        return []
+    change = np.nonzero(np.diff(classes.astype(np.int16)))[0] + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [classes.size]])
+    out = []
+    for s, e in zip(starts, ends):
+        c = int(classes[s])
+        if c != OK:
+            out.append((pos + int(s) * SECTOR, pos + int(e) * SECTOR, c))
+    return out
+
+
+def merge_ranges(ranges: list[tuple[int, int]] | list[list[int]], gap: int = 0) -> list[list[int]]:
+    """Sorted, merged [start, end) ranges (touching or closer than ``gap`` merge)."""
+    out: list[list[int]] = []
+    for s, e in sorted((int(r[0]), int(r[1])) for r in ranges):
+        if out and s <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out

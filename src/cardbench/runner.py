@@ -228,13 +228,15 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
             rtest.warnings.append(f"{method['resident_fraction_before']:.0%} of a test file was still in the page "
                                   "cache before reading; O_DIRECT reads bypass it, but say so")
         (rtest.warmup if warm else rtest.runs).append(run)
-        bad_sectors += counts.bad
-        if counts.bad:
+        bad = sum(v for k, v in counts.items() if k != "ok")
+        bad_sectors += bad
+        if bad:
+            lost = counts["zero"] + counts["foreign"] + counts["garbage"]
             rtest.warnings.append(
-                f"{counts.bad} of {counts.ok + counts.bad} sectors read back wrong in {'warm-up' if warm else 'run'} "
-                f"file ({counts.zero} zero, {counts.overwritten} overwritten by other positions, "
-                f"{counts.corrupted + counts.foreign} corrupted): the card loses data")
-        _remove(path)
+                f"{bad} of {bad + counts['ok']} sectors read back wrong in {'warm-up' if warm else 'run'} file "
+                f"({lost} lost writes, {counts['overwritten']} overwritten by other positions, "
+                f"{counts['changed']} changed): the card loses data")
+        _unlink(path)
     if bad_sectors:
         result.warnings.append(f"data integrity: {bad_sectors} sectors read back wrong; see cold_read warnings")
 

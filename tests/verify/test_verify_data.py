@@ -1,4 +1,4 @@
-"""The verification data: every sector is fixed by (tag, position), whatever request wrote it."""
+"""The test data (cardbench.patterns): every sector is fixed by (tag, position), whatever request wrote it."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cardbench.patterns import Pattern
-from cardbench.verify.data import SectorPattern, bad_runs, merge_ranges
+from cardbench.patterns import Pattern, bad_runs, merge_ranges
 
 TAG = 0x1234_5678_9ABC_DEF1
 
 
 def test_sector_layout():
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     big = np.frombuffer(sp.block(1 << 30, 1 << 20), dtype=np.uint64).reshape(-1, 64)
     assert (big[:, 0] == TAG).all()
     assert (big[:, 1] == np.arange(1 << 30, (1 << 30) + (1 << 20), 512, dtype=np.uint64)).all()
@@ -24,7 +23,7 @@ def test_sector_layout():
 @settings(max_examples=40, deadline=None)
 @given(start=st.integers(0, 1 << 20), cut=st.integers(1, 63), n=st.integers(2, 64))
 def test_any_request_split_gives_the_same_bytes(start, cut, n):
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     pos = start * 512
     whole = sp.block(pos, n * 512)
     cut = min(cut, n - 1)
@@ -34,7 +33,7 @@ def test_any_request_split_gives_the_same_bytes(start, cut, n):
 
 
 def test_classes():
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     pos = 8 << 20
     buf = bytearray(sp.block(pos, 8 * 512))
     buf[512:1024] = sp.block(pos + (256 << 20), 512)            # wrapped: data of 256 MiB later
@@ -52,7 +51,7 @@ def test_classes():
 
 
 def test_a_damaged_tag_is_damage_not_foreign():
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     buf = bytearray(sp.block(4096, 512))
     buf[0] ^= 1
     assert sp.judge(buf, 4096).counts["changed"] == 1
@@ -64,7 +63,7 @@ def test_merge_ranges():
 
 
 def test_memory_flat_for_big_positions():
-    sp = SectorPattern(TAG)
+    sp = Pattern(TAG)
     buf = np.empty(1 << 20, dtype=np.uint8)
     sp.fill(buf, (1 << 40) - (1 << 20))       # near 1 TiB: no position-sized tables anywhere
     assert sp.judge(buf, (1 << 40) - (1 << 20)).ok

@@ -56,9 +56,9 @@ def test_a_data_cache_does_not_fool_it():
 
 def test_a_naive_probe_is_fooled_by_that_cache():
     """The same card read back without the flush: nothing is wrong. (Why the flush matters.)"""
-    from cardbench.verify.data import SectorPattern
+    from cardbench.patterns import Pattern
     card = SimCard(SimSpec(size=GiB, real_size=300 * MiB, fake_mode="drop", cache_bytes=4 * MiB))
-    sp = SectorPattern(5)
+    sp = Pattern(5)
     positions = [(600 + 16 * i) * MiB for i in range(16)]
     for p in positions:
         card.write_pattern(p, 4096, sp)

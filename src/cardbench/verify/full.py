@@ -4,7 +4,7 @@ On a mounted filesystem (a directory): the free space is filled with files
 ``cardbench-verify-0001.cbv``, ``-0002`` ... of ``file_bytes`` each (1 GiB, or 1/16 of the free
 space on small cards), written with O_DIRECT and fdatasync'ed one by one (the time of each is its
 write rate); then every file is read back with O_DIRECT, page cache dropped, and every sector
-judged (:mod:`cardbench.verify.data`): ok, overwritten (the data of another position of the fill:
+judged (:mod:`cardbench.patterns`): ok, overwritten (the data of another position of the fill:
 the card wrapped around), changed (damaged), or lost (zeros, old data). The data of file k at
 byte x belongs at fill position ``k * file_bytes + x``, so an overwritten sector names where it
 was written. Where the filesystem answers FIEMAP, fill positions are mapped to bytes of the card,
@@ -34,7 +34,7 @@ from typing import Any
 from cardbench.engine.base import aligned_buffer
 from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
 from cardbench.progress import NullProgress
-from cardbench.verify.data import CLASSES, DROPPED_CLASSES, SECTOR, SectorPattern, bad_runs, merge_ranges
+from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
 
 MiB = 1 << 20
@@ -142,7 +142,7 @@ class _Run:
         self.max_bytes = max_bytes
         self.doc = new_doc("full")
         self.state: dict[str, Any] = {}
-        self.pattern: SectorPattern | None = None
+        self.pattern: Pattern | None = None
         self.t0 = time.monotonic()
         self.notes: list[str] = []
         self.stopped: str | None = None
@@ -171,7 +171,7 @@ class _Run:
                       "started_at": self.doc["started_at"], "phase": "write", "units": [], **extra}
 
     def load_pattern(self) -> None:
-        self.pattern = SectorPattern(int(self.state["tag"], 16))
+        self.pattern = Pattern(int(self.state["tag"], 16))
 
     # -- passes --------------------------------------------------------------------------------
     def write_pass(self) -> None:

@@ -4,7 +4,7 @@ It works on anything with ``size``, ``sector``, ``read``, ``write_pattern`` and 
 :class:`cardbench.verify.io.DeviceIO` on a real device, or the simulated card of the tests), and
 on a *saver* whose ``save(offset, length)`` is called before every write (the preserve journal in
 non-destructive mode; None in destructive mode). Every block it writes is pattern data that names
-the run and its own position (:mod:`cardbench.verify.data`), so a block read back tells whether it
+the run and its own position (:mod:`cardbench.patterns`), so a block read back tells whether it
 is right, lost (zeros, old data: the write was *dropped*) or the data of another position (the
 card *wrapped around*: the distance between the two positions is a multiple of the real size).
 
@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from cardbench.errors import CardbenchError, DeviceFault
-from cardbench.verify.data import CLASSES, SECTOR, SectorPattern, merge_ranges
+from cardbench.patterns import CLASSES, SECTOR, Pattern, merge_ranges
 from cardbench.verify.io import IOFailure
 
 MiB = 1 << 20
@@ -166,7 +166,7 @@ class Prober:
         self.rng = random.Random(self.opt.seed)
         if tag is None:
             tag = self.rng.getrandbits(64) or 1
-        self.pattern = SectorPattern(tag)
+        self.pattern = Pattern(tag)
         self.b = _align_up(max(self.opt.sample_bytes, self.sector), self.sector)
         self.a = RESERVED
         self.end = _align_down(self.size, self.sector)

@@ -28,7 +28,7 @@ from typing import Callable
 
 from cardbench.engine.base import aligned_buffer, open_fd, os_error
 from cardbench.errors import DeviceFault
-from cardbench.patterns import CheckCounts, Pattern
+from cardbench.patterns import CLASSES, Pattern
 from cardbench.result import Run
 
 Progress = Callable[[int], None]   # called with bytes just done
@@ -195,15 +195,22 @@ def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, di
 
 
 def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool = True,
-              progress: Progress | None = None) -> tuple[Run, dict, CheckCounts]:
+              progress: Progress | None = None) -> tuple[Run, dict, dict[str, int]]:
     """Read a file written by ``write_file`` cold: page cache dropped and checked, O_DIRECT,
-    content verified off the timed path. Returns the run, the method and the check counts."""
+    content verified off the timed path. Returns the run, the method and the sector counts per
+    class of cardbench.patterns (ok, zero, overwritten, changed, foreign, garbage)."""
     resident = drop_cache(path)
     size = os.path.getsize(path)
     fd, used_direct = open_fd(path, write=False, direct=direct)
     bufs = [aligned_buffer(block) for _ in range(3)]
-    scratch = [bytearray(block) for _ in range(3)]
-    counts = CheckCounts()
+    counts = dict.fromkeys(CLASSES, 0)
+    first_bad: list[int] = []
+
+    def tally(j) -> None:
+        for k, v in j.counts.items():
+            counts[k] += v
+        if j.first_bad is not None and not first_bad:
+            first_bad.append(j.first_bad)
     futures: list = [None, None, None]
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cardbench-check")
     try:
@@ -213,7 +220,7 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
         while pos < size:
             slot = i % 3
             if futures[slot] is not None:
-                counts.add(futures[slot].result())
+                tally(futures[slot].result())
                 futures[slot] = None
             n = min(block, size - pos)
             want = (n + 511) // 512 * 512 if used_direct else n
@@ -228,7 +235,7 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
                 raise DeviceFault(f"{path}: short read ({got} of {n} bytes at {pos})")
             aligned_n = n // 512 * 512
             if aligned_n:
-                futures[slot] = pool.submit(pattern.check, memoryview(bufs[slot])[:aligned_n], pos, scratch[slot])
+                futures[slot] = pool.submit(pattern.judge, memoryview(bufs[slot])[:aligned_n], pos)
             pos += n
             i += 1
             if progress:
@@ -236,7 +243,7 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
         seconds = time.perf_counter() - t0
         for f in futures:
             if f is not None:
-                counts.add(f.result())
+                tally(f.result())
     finally:
         pool.shutdown(wait=True)
         os.close(fd)
@@ -248,4 +255,6 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
     method = {"io": "O_DIRECT" if used_direct else "buffered after fadvise(DONTNEED)", "block_size": block,
               "queue_depth": 1, "cache": "dropped (fsync + posix_fadvise DONTNEED), checked with mincore",
               "resident_fraction_before": resident, "verified": True}
-    return Run(bytes=size, seconds=seconds, extra={"check": counts.to_dict()} if counts.bad else {}), method, counts
+    bad = sum(v for k, v in counts.items() if k != "ok")
+    extra = {"check": dict(counts, first_bad=first_bad[0])} if bad else {}
+    return Run(bytes=size, seconds=seconds, extra=extra), method, counts
