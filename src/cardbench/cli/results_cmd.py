@@ -69,7 +69,11 @@ def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib,
             click.echo(render_result(store.get(run_id), fmt, _unit(mib), width=_width()), nl=False)
             return
         found = _query(store, card, reader, since, until, test_name, complete, sort)
+        verify_docs = store.verify_results(card=card, reader=reader) if fmt in ("table", "md") else []
     click.echo(render(found, fmt, _unit(mib), width=_width()), nl=False)
+    if verify_docs:
+        from cardbench.report.verify import render_verify
+        click.echo(render_verify(verify_docs, fmt, width=_width()), nl=False)
 
 
 @click.command("compare")

@@ -23,21 +23,16 @@ error           null or one line saying what went wrong
 
 from __future__ import annotations
 
-import datetime as _dt
 import shutil
 import uuid
 from typing import Any
 
 from cardbench import __version__
-from cardbench.result import Card, Reader, host_info
+from cardbench.result import Card, Reader, host_info, now_iso
 
 SCHEMA = "cardbench.verify/1"
 VERDICTS = ("genuine", "counterfeit", "damaged")
 KINDS = ("wraparound", "dropped", "other")
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def new_doc(mode: str) -> dict[str, Any]:
