@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cardbench.cli.ui import stdout_console
+
 import os
 import sys
 import time
@@ -36,7 +38,7 @@ def demo(db, no_save, check, cards):
         click.echo("the demo can run here")
         return
     db = db or default_demo_db()
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = stdout_console()
     console.print(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
                   f"x{SPEED_FACTOR} so the demo is quick), one {FILE_BYTES // MB} MB file per run, "
                   f"1 warm-up + {RUNS} runs each, ext4.")

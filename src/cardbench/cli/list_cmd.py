@@ -7,6 +7,8 @@ A thin layer over :func:`cardbench.devices.list_devices`; register it on the mai
 
 from __future__ import annotations
 
+from cardbench.cli.ui import stdout_console
+
 import json
 
 import click
@@ -104,7 +106,7 @@ def list_cmd(as_json: bool) -> None:
         return
     from rich.console import Console
 
-    console = Console()
+    console = stdout_console()
     if not devices:
         console.print("No block devices found.")
         return

@@ -7,6 +7,8 @@ exactly as reader_ceilings returns them (bytes/s figures, findings per direction
 
 from __future__ import annotations
 
+from cardbench.cli.ui import stdout_console
+
 import json
 from typing import Any
 
@@ -25,7 +27,7 @@ def render_table(rows: list[dict[str, Any]]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = stdout_console()
     if not rows:
         console.print("No results stored yet: nothing to say about readers.")
         return

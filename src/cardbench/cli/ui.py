@@ -13,6 +13,15 @@ from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, Time
 
 stderr = Console(stderr=True)
 
+#: width of tables when stdout is not a terminal (a file, a pipe, CI logs): wide enough for the
+#: drawer table, so nothing is cut to rich's 80-column default
+PIPE_WIDTH = 150
+
+
+def stdout_console() -> Console:
+    """The console for a command's output: the terminal's width, or PIPE_WIDTH when piped."""
+    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
 
 class RichProgress:
     """Progress bars for anything that lasts longer than a second (shown on a terminal only)."""

@@ -7,6 +7,8 @@ its free space is filled with files and every sector is checked (resumable with 
 
 from __future__ import annotations
 
+from cardbench.cli.ui import stdout_console
+
 import json
 import os
 import stat
@@ -175,7 +177,7 @@ def _sz(n, mib: bool) -> str:
 def render(doc: dict, *, mib: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
-    console = Console()
+    console = stdout_console()
     verdict = doc.get("verdict") or "unknown"
     colour = {"genuine": "green", "counterfeit": "red", "damaged": "yellow"}.get(verdict, "white")
     unit = "MiB/s" if mib else "MB/s"

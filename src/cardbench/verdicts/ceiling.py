@@ -257,6 +257,9 @@ def pick(ceilings: Ceilings, test_name: str, direction: str | None = None) -> Ce
 
 # --- marking results -----------------------------------------------------------------------
 
+#: the words of the warning :func:`mark_limits` adds (and :func:`clear_limits` removes)
+AT_CEILING = "is at the ceiling of the path"
+
 def _warn(test: TestResult, text: str, added: list[str] | None = None) -> None:
     if text not in test.warnings:
         test.warnings.append(text)
@@ -290,8 +293,17 @@ def mark_limits(result: Result, ceiling: Ceilings) -> None:
             continue
         if median >= c.limited_from_bytes_per_s:
             test.limited_by = c.limited_by_text()
-            _warn(test, f"{test.name}: {fmt_rate(median)} is at the ceiling of the path ({c.describe()}): "
+            _warn(test, f"{test.name}: {fmt_rate(median)} {AT_CEILING} ({c.describe()}): "
                         "the reader or bus, not the card, may set this figure")
+
+
+def clear_limits(result: Result) -> None:
+    """Undo :func:`mark_limits`: every ``limited_by`` mark and every "at the ceiling" warning
+    removed, so a result can be marked again against ceilings that changed (a reader's observed
+    ceiling comes, moves or goes as more cards are measured through it). Other warnings stay."""
+    for test in result.tests:
+        test.limited_by = None
+        test.warnings = [w for w in test.warnings if not (w.startswith(f"{test.name}: ") and AT_CEILING in w)]
 
 
 def plausibility(result: Result) -> list[str]:
