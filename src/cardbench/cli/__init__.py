@@ -38,12 +38,23 @@ def cli() -> None:
 
 
 def save_result(result: Result, db: str | None, no_save: bool) -> str | None:
-    """Store a result (also a partial one); returns where, or None when saving is off."""
+    """Store a result (also a partial one); returns where, or None when saving is off.
+
+    Then the stored results of the same reader are judged again with the ceiling its cards show
+    (:func:`cardbench.verdicts.readers.rejudge_reader`); ``result`` takes its re-judged marks
+    and claims, so what is printed after is what is stored."""
     if no_save:
         return None
     from cardbench.store import open_store
+    from cardbench.verdicts.readers import rejudge_reader
     with open_store(db) as store:
         store.save(result)
+        try:
+            for again in rejudge_reader(store, result.reader.identity()):
+                if again.id == result.id:
+                    result.tests, result.claims, result.warnings = again.tests, again.claims, again.warnings
+        except CardbenchError as e:   # the result is saved; only the re-judging failed
+            error_line(f"warning: stored results of this reader not judged again: {e.message}")
         return getattr(store, "location", db)
 
 

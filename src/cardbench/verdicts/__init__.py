@@ -5,7 +5,9 @@
 * :mod:`~cardbench.verdicts.claims`: ``judge(result, claims, ceilings=None) -> list[dict]``;
 * :mod:`~cardbench.verdicts.ceiling`: ``path_ceiling(reader) -> Ceiling | None``,
   ``mark_limits(result, ceiling)``, ``plausibility(result)``;
-* :mod:`~cardbench.verdicts.readers`: ``reader_ceilings(results) -> list[dict]``.
+* :mod:`~cardbench.verdicts.readers`: ``reader_ceilings(results) -> list[dict]``,
+  ``rejudge_reader(store, reader_identity) -> list[Result]`` (stored results of a reader judged
+  again with the ceiling its cards show; called after every saved run).
 
 Figures come from the packaged ``data/ratings.toml`` (:mod:`~cardbench.verdicts.ratings`).
 :func:`check_result` runs the checks a finished run gets.
@@ -17,14 +19,15 @@ from typing import Any, Mapping
 
 from cardbench.errors import UsageError
 from cardbench.result import Result
-from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, mark_limits, path_ceiling, plausibility)
+from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, clear_limits, mark_limits, path_ceiling,
+                                       plausibility)
 from cardbench.verdicts.claims import INDICATIVE_NOTE, judge
 from cardbench.verdicts.labels import Check, Claim, claims_from_ssr, label_register_mismatches, parse_label
-from cardbench.verdicts.readers import reader_ceilings
+from cardbench.verdicts.readers import reader_ceilings, rejudge_reader, rejudge_result
 
 __all__ = ["Ceiling", "Check", "Claim", "INDICATIVE_NOTE", "ceilings_for", "check_result", "claims_from_ssr",
-           "judge", "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling", "plausibility",
-           "reader_ceilings"]
+           "clear_limits", "judge", "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling",
+           "plausibility", "reader_ceilings", "rejudge_reader", "rejudge_result"]
 
 
 def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
@@ -35,6 +38,8 @@ def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
     ``ssr``: the decoded SD Status classes (see :func:`claims_from_ssr`), judged too (origin
     "register") and compared with the label; ``observed``: reader_ceilings() over stored results.
     A label that cannot be parsed becomes a result warning here (the CLI rejects it up front).
+    Calling it again adds no warning twice (to re-mark against changed ceilings, clear the old
+    marks first: :func:`clear_limits`, as :func:`rejudge_result` does).
     """
     plausibility(result)
     ceilings = ceilings_for(result, observed)
@@ -44,7 +49,8 @@ def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
         try:
             claims = parse_label(result.card.label)
         except UsageError as exc:
-            result.warnings.append(f"label not judged: {exc.message}")
+            if f"label not judged: {exc.message}" not in result.warnings:   # judged again: once
+                result.warnings.append(f"label not judged: {exc.message}")
     register = claims_from_ssr(dict(ssr)) if ssr else []
     if claims or register:
         result.claims = judge(result, claims + register, ceilings)

@@ -3,7 +3,8 @@
 A figure can only be as fast as the slowest link it crossed. :func:`path_ceiling` names that
 link's ceiling from what is known about the reader; :func:`mark_limits` marks results that sit at
 it ("the card may be faster") or above it (implausible: a cache answered); :func:`plausibility`
-flags impossible figures without knowing the reader at all.
+flags impossible figures without knowing the reader at all; :func:`clear_limits` undoes the marks
+so a stored result can be marked again when what is known about its reader changes.
 
 Three lines per ceiling (figures and sources in ``data/ratings.toml``):
 

@@ -24,6 +24,16 @@ the card's figure in a direction is its best median over stored results: reads f
   direction is unknown or alike (the cards may simply be alike).
 
 The ceiling named is the cluster's median.
+
+What a "likely" ceiling does to results (:func:`rejudge_reader`): after a run through a reader is
+stored, every stored result of that reader is judged again with ``reader_ceilings`` over them as
+``observed`` (:func:`cardbench.verdicts.check_result`). A figure at >= 90% of the observed
+ceiling is marked ``limited_by`` ("limited by the reader ...; the card may be faster") and a
+claim above the ceiling becomes ``inconclusive``; marks from an earlier, different ceiling are
+removed first, so a ceiling that later turns out to be a plateau (a faster card came along)
+unmarks the cards again. Only cardbench's own measurements (source "run" or "demo", complete)
+are re-judged; imported results count as evidence but are left as imported. Results of an
+unnamed reader ("name:unknown": many readers may hide behind it) are not re-judged.
 """
 
 from __future__ import annotations
@@ -32,9 +42,9 @@ import statistics
 from collections import OrderedDict
 from typing import Any
 
-from cardbench.result import Card, Result
+from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
-from cardbench.verdicts.ceiling import memory_speed
+from cardbench.verdicts.ceiling import clear_limits, memory_speed
 
 READ_TESTS = ("cold_read", "raw_read")
 WRITE_TESTS = ("seq_write", "raw_write", "sustained_write")
@@ -42,6 +52,8 @@ TOLERANCE = 0.03
 MIN_CARDS = 3
 SPREAD = 1.3
 _RANK = {"likely": 2, "possible": 1, "none": 0}
+#: the results :func:`rejudge_reader` judges again: cardbench's own measurements
+REJUDGED_SOURCES = ("run", "demo")
 
 
 def _mbs(value: float) -> str:
@@ -192,3 +204,37 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
                     "cards_at_ceiling": top["cards_at_ceiling"], "confidence": top["confidence"],
                     "evidence": evidence, "findings": findings})
     return out
+
+
+def rejudge_result(result: Result, observed: list[dict[str, Any]] | None) -> bool:
+    """Judge one result again, in place, against its path and the observed reader ceilings
+    ``observed`` (:func:`reader_ceilings` output): ceiling marks cleared and set again
+    (:func:`cardbench.verdicts.ceiling.clear_limits`, then
+    :func:`cardbench.verdicts.check_result`). True when anything in the result changed."""
+    from cardbench.verdicts import check_result   # the package imports this module
+    before = result.to_dict()
+    clear_limits(result)
+    check_result(result, ssr=result.target.get("ssr_classes"), observed=observed)
+    return result.to_dict() != before
+
+
+def rejudge_reader(store: Any, reader_identity: str) -> list[Result]:
+    """Judge every stored result of one reader (``Reader.identity()``) again with the ceilings
+    its cards show, save those that changed (``store.save`` replaces by id) and return them.
+
+    Called after each run is saved (``cardbench run``, ``cardbench demo``), so a ceiling learned
+    from later cards marks the earlier ones too. Nothing is done for an unnamed reader; see the
+    module docstring for which results are judged again.
+    """
+    if not reader_identity or reader_identity == Reader().identity():
+        return []
+    results = [r for r in store.results(reader=reader_identity) if r.reader.identity() == reader_identity]
+    observed = reader_ceilings(results)
+    changed = []
+    for result in results:
+        if not result.complete or result.source not in REJUDGED_SOURCES:
+            continue
+        if rejudge_result(result, observed):
+            store.save(result)
+            changed.append(result)
+    return changed
