@@ -14,6 +14,9 @@ Every round runs each engine once per case, in an order that alternates between 
 (ABC, CBA, ...) so drift and neighbours' load spread evenly; the ratio is the median of the
 per-round ratios (each cardbench run against the fio run of the same round), and the table
 also gives the median figures. Runs are time-based (``--seconds``), on a 1 GiB area.
+A second fio run per round ("fio again (A/A)") is compared with the first the same way: its
+ratio and range are the noise floor of the machine at that moment (a shared disk, other
+people's jobs), against which the other ratios should be read.
 
     python bench/engine_vs_fio.py                  # everything, 5 rounds of 2 s
     python bench/engine_vs_fio.py --rounds 3 --targets file --cases rand_read_4k_q32t1
@@ -48,6 +51,8 @@ CASES = [
 ]
 
 AREA = 1 << 30
+#: fio against itself: the noise floor of a ratio on this machine at this time
+AA = "fio again (A/A)"
 
 
 def fmt_rate(b: float) -> str:
@@ -78,6 +83,8 @@ def one(area: TestArea, case: str, engine: str, seconds: float, prof: cProfile.P
     backend = "auto"
     if engine == "queued/threads":
         engine, backend = "queued", "threads"
+    if engine == AA:
+        engine = "fio"
     if prof is not None and engine != "fio":
         prof.enable()
     c0 = os.times()
@@ -101,6 +108,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--profile", action="store_true", help="cProfile the cardbench runs, print the top entries")
+    ap.add_argument("--no-control", dest="control", action="store_false",
+                    help="skip the fio-against-fio (A/A) row that shows the noise floor of each ratio")
     args = ap.parse_args()
     if not shutil.which("fio"):
         print("fio is not installed", file=sys.stderr)
@@ -127,7 +136,7 @@ def main() -> int:
         t_start = time.time()
         for tname, area in areas:
             for case, engines, goal in cases:
-                order = engines + ["fio"]
+                order = engines + (["fio", AA] if args.control else ["fio"])
                 res: dict[str, list] = {e: [] for e in order}
                 prof = cProfile.Profile() if args.profile else None
                 for r in range(args.rounds):
@@ -135,12 +144,14 @@ def main() -> int:
                     for e in seq:
                         res[e].append(one(area, case, e, args.seconds, prof))
                 fio_rates = [run.bytes_per_s for run in res["fio"]]
-                for e in engines:
+                for e in engines + ([AA] if args.control else []):
                     rates = [run.bytes_per_s for run in res[e]]
                     ratios = [a / b for a, b in zip(rates, fio_rates)]
                     ratio = statistics.median(ratios)
                     p50 = statistics.median(run.latency_s["p50"] for run in res[e])
                     fp50 = statistics.median(run.latency_s["p50"] for run in res["fio"])
+                    if e == AA:
+                        goal = 1.0
                     cpu = statistics.median(run.extra["cpu_s"] / run.ops for run in res[e])
                     fcpu = statistics.median(run.extra["cpu_s"] / run.ops for run in res["fio"])
                     rows.append((tname, case, e, statistics.median(rates), statistics.median(fio_rates),

@@ -123,6 +123,15 @@ def _unlink(path: str) -> None:
         pass
 
 
+def _remove_all(files: list[str]) -> int:
+    """Remove test files (best effort); returns how many are still there."""
+    left = 0
+    for f in files:
+        _unlink(f)
+        left += os.path.lexists(f)
+    return left
+
+
 def _remove(path: str) -> None:
     """Remove a test file that was read back; a file that cannot be removed (the filesystem went
     read-only midway) is a fault of the run, never a silent leftover."""
@@ -168,10 +177,14 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
         for t in result.tests:
             if len(t.runs) < opts.runs:   # also a test stopped in its warm-up (no timed run yet)
                 t.complete = False
+        left = _remove_all(files)   # before the message: it must say whether files stayed
         if isinstance(e, KeyboardInterrupt):
-            err: BaseException = Interrupted("interrupted; test files removed")
+            err: BaseException = Interrupted("interrupted" + ("" if left else "; test files removed"))
         else:
             err = e
+        if left and isinstance(err, CardbenchError):
+            err.message = (f"{err.message}; {left} test file(s) could not be removed: the next "
+                           "`cardbench run` on this filesystem removes them")
         result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
         result.finished_at = now_iso()
         err.result = result  # type: ignore[attr-defined]
@@ -179,8 +192,7 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
             raise
         raise err from None
     finally:
-        for f in files:
-            _unlink(f)
+        _remove_all(files)
     result.finished_at = now_iso()
     _check(result)
     return result
@@ -236,7 +248,7 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
                 f"{bad} of {bad + counts['ok']} sectors read back wrong in {'warm-up' if warm else 'run'} file "
                 f"({lost} lost writes, {counts['overwritten']} overwritten by other positions, "
                 f"{counts['changed']} changed): the card loses data")
-        _unlink(path)
+        _remove(path)
     if bad_sectors:
         result.warnings.append(f"data integrity: {bad_sectors} sectors read back wrong; see cold_read warnings")
 
@@ -292,6 +304,8 @@ def _identify(target: DirTarget, result: Result) -> None:
     from cardbench.devices.identity import identify
     try:
         identify(target.device, result.card, result.reader, result.target)
+    except Interrupted:
+        raise
     except (CardbenchError, OSError):
         pass
 
@@ -393,7 +407,7 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
                                          "interrupted; preserved regions restored") \
             if isinstance(e, KeyboardInterrupt) else e
         # a failed write-back must not replace the error that stopped the run (nor lose its result)
-        kept = _restore_preserved(preserver)
+        kept, _ = _restore_preserved(preserver)
         preserver = None
         if kept and isinstance(err, CardbenchError):
             err.message = f"{err.message.replace('; preserved regions restored', '')}; {kept}"
@@ -405,12 +419,12 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
         raise err from None
     finally:
         if preserver is not None:
-            kept = _restore_preserved(preserver)
-            if kept:
+            kept, signalled = _restore_preserved(preserver)
+            if kept or signalled:
                 result.complete = False
-                result.error = kept
+                fault = DeviceFault(kept) if kept else Interrupted("interrupted; preserved regions restored")
+                result.error = fault.message
                 result.finished_at = now_iso()
-                fault = DeviceFault(kept)
                 fault.result = result  # type: ignore[attr-defined]
                 raise fault
     result.finished_at = now_iso()
@@ -418,19 +432,24 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
     return result
 
 
-def _restore_preserved(preserver) -> str | None:
-    """Write the preserved regions back; None when done, else one line saying what was kept."""
+def _restore_preserved(preserver) -> tuple[str | None, bool]:
+    """Write the preserved regions back, with SIGINT/SIGTERM held meanwhile (a second Ctrl-C must
+    not cut the write-back short). Returns (None when done, else one line saying what was kept;
+    whether a signal came meanwhile)."""
     if preserver is None:
-        return None
-    try:
-        preserver.restore()
-        return None
-    except (CardbenchError, OSError) as e:
-        journal = getattr(preserver, "path", None)
-        preserver.close()
-        why = e.message if isinstance(e, CardbenchError) else (e.strerror or str(e))
-        return (f"writing the preserved regions back failed ({why}); they are kept in {journal} and written "
-                "back by the next cardbench command (or `cardbench recover`) once the card answers")
+        return None, False
+    from cardbench.verify.quick import signals_held
+    with signals_held() as signals:
+        try:
+            preserver.restore()
+            kept = None
+        except (CardbenchError, OSError) as e:
+            journal = getattr(preserver, "path", None)
+            preserver.close()
+            why = e.message if isinstance(e, CardbenchError) else (e.strerror or str(e))
+            kept = (f"writing the preserved regions back failed ({why}); they are kept in {journal} and written "
+                    "back by the next cardbench command (or `cardbench recover`) once the card answers")
+    return kept, bool(signals)
 
 
 def _identify_device(dev, result: Result) -> None:

@@ -1,9 +1,9 @@
 """The fault suite's frame: an isolated environment, cleanup always, and the scenario table.
 
-* Every emulated card of the session lives under one temp dir ($CARDBENCH_EMULATE_TMPDIR), so
+* Every emulated card of a test module lives under one temp dir ($CARDBENCH_EMULATE_TMPDIR), so
   the leak checks look at *our* loop devices, mounts and servers only (others may run theirs on
   the same machine at the same time).
-* $XDG_DATA_HOME / $XDG_STATE_HOME point into the session's temp dir: the default results
+* $XDG_DATA_HOME / $XDG_STATE_HOME point into the module's temp dir: the default results
   database, the --preserve journals and the verify state of every `cardbench` started here are
   ours alone (and a user's own journals are never "recovered" by a test).
 * Each test declares ``@pytest.mark.scenario(name, expected)`` and notes what it saw with the
@@ -35,9 +35,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "scenario(name, expected): a line of the fault suite's scenario table")
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def fault_env(tmp_path_factory):
-    """Isolated user dirs and emulator dir for the whole fault suite; leak check at the end."""
+    """Isolated user dirs and emulator dir for each module of the fault suite (restored after it,
+    so tests outside tests/faults never see them); leak check at the end of the module."""
     base = tmp_path_factory.mktemp("faults")
     saved = {k: os.environ.get(k) for k in _ENV}
     os.environ["CARDBENCH_EMULATE_TMPDIR"] = str(base / "emu")
@@ -57,7 +58,7 @@ def fault_env(tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        assert left == [], f"emulator leftovers after the fault suite: {left}"
+        assert left == [], f"emulator leftovers after {base}: {left}"
 
 
 @pytest.fixture

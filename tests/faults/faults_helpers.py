@@ -347,4 +347,7 @@ class Row:
     observed: list[str] = field(default_factory=list)
 
     def saw(self, text: str) -> None:
-        self.observed.append(text)
+        """Note what the test saw (temporary paths shortened for the table)."""
+        text = re.sub(r"/tmp/\S*?/cardbench-emu-[^/\s]+/fs/card0", "<mnt>", text)
+        text = re.sub(r"/tmp/pytest-of-[^\s:;,)]*", "<tmp>", text)
+        self.observed.append(text if len(text) <= 150 else text[:147] + "...")

@@ -2,7 +2,8 @@
 
 A thin layer over :func:`cardbench.verdicts.readers.reader_ceilings` on ``open_store(db).results()``;
 registered on the main group as ``readers``. ``--format json`` prints the list of reader entries
-exactly as reader_ceilings returns them (bytes/s figures, findings per direction).
+exactly as reader_ceilings returns them (bytes/s figures, findings per direction). ``--rejudge``
+first runs :func:`cardbench.verdicts.readers.rejudge_reader` for every reader in the store.
 """
 
 from __future__ import annotations
@@ -55,12 +56,25 @@ def render_table(rows: list[dict[str, Any]]) -> None:
               help="Results database (SQLite path or PostgreSQL URL); default: the user's cardbench database.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="Output format.")
-def readers(db: str | None, fmt: str) -> None:
-    """List each card reader in the store with its observed ceiling and the evidence."""
+@click.option("--rejudge", is_flag=True,
+              help="First judge the stored results of each named reader again with the ceiling its cards show "
+                   "and save them (`cardbench run` does this after every run; this catches up older stores).")
+def readers(db: str | None, fmt: str, rejudge: bool) -> None:
+    """List each card reader in the store with its observed ceiling and the evidence.
+
+    A "likely" ceiling marks the stored results of that reader that sit at it as limited by the
+    reader (their label claims above it inconclusive): after each `cardbench run`, or here with
+    --rejudge.
+    """
     from cardbench.store import open_store
-    from cardbench.verdicts.readers import reader_ceilings
+    from cardbench.verdicts.readers import reader_ceilings, rejudge_reader
 
     with open_store(db) as store:
+        if rejudge:
+            changed = 0
+            for identity in dict.fromkeys(r.reader.identity() for r in store.results()):
+                changed += len(rejudge_reader(store, identity))
+            click.echo(f"{changed} stored result(s) judged again and saved", err=True)
         results = store.results()
     rows = reader_ceilings(results)
     if fmt == "json":

@@ -119,12 +119,19 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
             raise Interrupted("interrupted; cleanup has run") from None
         raise
     where = None if no_save else _save(doc, db)
+    failed = not doc.get("complete")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
         render(doc, mib=mib)
-        if where:
+        if where and not failed:
             click.echo(f"saved to {where}", err=True)
+    if failed:
+        # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
+        # and said in one line with the exit code of a card that failed during the test
+        from cardbench.errors import DeviceFault
+        raise DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
+                                       "table above); stored as incomplete").split()))
 
 
 def _target_error(msg: str) -> CardbenchError:

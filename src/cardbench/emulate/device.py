@@ -365,6 +365,10 @@ class EmulatedReader:
         if problems and raise_on_leftovers:
             raise CardbenchError("emulator cleanup incomplete: " + "; ".join(problems))
 
+    def _attached_loops(self, mnt: str) -> list[str]:
+        found = [lo.device for lo in system.loops_under(mnt)]
+        return found + [d for d in self._devices.values() if system.loop_info(d) and d not in found]
+
     def _teardown(self) -> list[str]:
         problems: list[str] = []
         mnt = self.mountpoint
@@ -386,8 +390,15 @@ class EmulatedReader:
             system.stop_process(self._proc.pid, self._proc, timeout=5.0)
         if system.fuse_mount(mnt) is not None:
             system.unmount_fuse(mnt)
-        leftovers = [lo.device for lo in system.loops_under(mnt)]
-        leftovers += [d for d in self._devices.values() if system.loop_info(d) and d not in leftovers]
+        leftovers = self._attached_loops(mnt)
+        deadline = time.monotonic() + 5.0
+        while leftovers and time.monotonic() < deadline:
+            # another process (lsblk, blkid, a parallel test) may hold a detached device for a
+            # moment: losetup -d only marked it for autoclear; it goes when that process lets go
+            time.sleep(0.1)
+            for d in leftovers:
+                system.detach_loop(d, timeout=2.0)
+            leftovers = self._attached_loops(mnt)
         if leftovers:
             problems.append(f"loop devices still attached: {', '.join(leftovers)}")
         if system.fuse_mount(mnt) is not None:

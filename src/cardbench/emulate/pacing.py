@@ -41,23 +41,27 @@ CREDIT_FRACTION = 0.5
 class Timeline:
     """A resource used by one request at a time (a card's bus, a reader's link)."""
 
-    __slots__ = ("free_at", "answered_at", "busy")
+    __slots__ = ("free_at", "answered_at", "due_at", "busy")
 
     def __init__(self) -> None:
-        self.free_at = 0.0      # when the last booked request finishes
+        self.free_at = 0.0      # when the last booked request finishes on this timeline
         self.answered_at = 0.0  # when the server really answered the last request
+        self.due_at = 0.0       # when the requests booked here were due in all (the card's bus
+                                # and the reader's link: the later of the two finishes)
         self.busy = 0.0         # total seconds booked
 
     def start_for(self, now: float, turnaround: float, duration: float = math.inf) -> float:
         """When a request arriving ``now`` starts: queued behind the bus if it is busy;
         back-to-back if it came within ``turnaround`` of the last answer (at ``free_at``, the
         host's gap credited up to ``CREDIT_FRACTION * duration``); else now. Our own late
-        answers (a sleep that overshot) are not counted as idle time."""
+        answers (a sleep that overshot) are not counted as idle time; waiting for the *other*
+        timeline (a card's bus behind a reader's ceiling, or the reader's link behind a slow
+        card) is not our lateness and earns no credit."""
         if self.free_at >= now:
             return self.free_at
-        oversleep = max(0.0, self.answered_at - self.free_at)  # our fault, credited in full
-        if now - self.free_at - oversleep > turnaround:
+        if now - max(self.free_at, self.answered_at) > turnaround:
             return now
+        oversleep = max(0.0, self.answered_at - max(self.free_at, self.due_at))  # our fault, credited in full
         return max(self.free_at, now - oversleep - CREDIT_FRACTION * duration)
 
     def book(self, now: float, duration: float, turnaround: float) -> tuple[float, float]:
@@ -202,6 +206,9 @@ class CardModel:
             c.eio += 1
         pieces = [] if error else self.map(offset, length)
         if not self.paced:
+            # due now: its answer is no lateness to credit to the next paced request
+            self.bus.due_at = max(self.bus.due_at, now)
+            self.reader.link.due_at = max(self.reader.link.due_at, now)
             return Verdict(finish=now, error=error, pieces=pieces)
         turnaround = self.reader.turnaround
         # The card bus: latency + transfer. For writes the cache rate may apply.
@@ -217,6 +224,8 @@ class CardModel:
         if self.reader.ceiling:
             _, rfinish = self.reader.link.book(now, length / self.reader.ceiling, turnaround)
             finish = max(finish, rfinish)
+            self.reader.link.due_at = max(self.reader.link.due_at, finish)
+        self.bus.due_at = max(self.bus.due_at, finish)
         return Verdict(finish=finish, error=error, pieces=pieces)
 
     def answered(self, when: float) -> None:

@@ -222,6 +222,14 @@ def detach_loop(device: str, *, timeout: float = COMMAND_TIMEOUT) -> None:
             except CardbenchError:
                 pass
     run(["losetup", "-d", device], timeout=timeout, check=False)
+    # a device still held for a moment (udev probing it after the umount) is only marked for
+    # autoclear by losetup -d: wait until it is really free (or holds another backing file)
+    deadline = time.monotonic() + min(timeout, 5.0)
+    while time.monotonic() < deadline:
+        now = loop_info(device)
+        if now is None or now.backing_file != info.backing_file:
+            return
+        time.sleep(0.05)
 
 
 def release_mountpoint(mountpoint: str | os.PathLike, *, devices: list[str] = (), grace: float = COMMAND_TIMEOUT) -> list[str]:

@@ -406,8 +406,8 @@ class _UringImpl:
         return ent
 
     def submit(self, op: IoOp) -> None:
-        ring = self.ring
-        if not self.slots_free or ring.sq_space() <= 0:
+        # a free slot means free room in the SQ too (entries in the SQ hold slots)
+        if not self.slots_free:
             self._wait(1)        # full: make room, keep the completions for the next reap
         opcode = _OPCODES.get(op.kind)
         if opcode is None:
@@ -416,18 +416,21 @@ class _UringImpl:
         ent = self.addr.get(id(buf))
         if ent is None or ent[0] is not buf:
             ent = self._address(buf)
-        if not 0 < op.length <= ent[3]:
-            raise ValueError(f"operation length {op.length} does not fit its {ent[3]}-byte buffer")
+        length = op.length
+        if not 0 < length <= ent[3]:
+            raise ValueError(f"operation length {length} does not fit its {ent[3]}-byte buffer")
         slot = self.slots_free.pop()
+        ring = self.ring
         tail = ring.sq_tail
-        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) * 64, opcode, 0, 0, self.fd, op.offset,
-                       ent[2], op.length, 0, slot, 0, 0, 0, 0, 0)
+        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) << 6, opcode, 0, 0, self.fd, op.offset,
+                       ent[2], length, 0, slot, 0, 0, 0, 0, 0)
         tail = (tail + 1) & 0xFFFFFFFF
         ring.sq_tail = tail
         ring.sq32[ring.sq_tail_i] = tail
         self.slot_op[slot] = op
-        self.unsent.append(slot)
-        if len(self.unsent) >= self.submit_batch:
+        unsent = self.unsent
+        unsent.append(slot)
+        if len(unsent) >= self.submit_batch:
             self._wait(0)
 
     def submit_wait(self, op: IoOp) -> None:

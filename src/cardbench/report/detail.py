@@ -81,6 +81,13 @@ def summary_pairs(t: TestResult, unit: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def claim_notes(result: Result) -> list[str]:
+    """The notes the claims carry, each once (every label verdict carries the same "indicative,
+    not compliance" note: printed after the claims, not on every line)."""
+    notes = dict.fromkeys(str(c["note"]) for c in result.claims if c.get("note"))
+    return [f"Label verdicts are {n}." if n.startswith("indicative") else n for n in notes]
+
+
 def run_rows(t: TestResult, unit: str) -> list[list[str]]:
     rows = []
     for kind, runs in (("warm-up", t.warmup), ("", t.runs)):
@@ -116,6 +123,7 @@ def _md(result: Result, unit: str) -> str:
     for c in result.claims:
         out.append(f"- claim {c.get('claim') or c.get('label') or '?'}: {c.get('verdict', '?')}"
                    + (f" ({c['reason']})" if c.get("reason") else ""))
+    out += [f"- {note}" for note in claim_notes(result)]
     return "\n".join(out) + "\n"
 
 
@@ -159,5 +167,7 @@ def _table(result: Result, unit: str, width: int) -> str:
     for c in result.claims:
         console.print(f"claim {c.get('claim') or c.get('label') or '?'}: {c.get('verdict', '?')}"
                       + (f" ({c['reason']})" if c.get("reason") else ""), markup=False)
+    for note in claim_notes(result):
+        console.print(note, markup=False)
     console.print(f"Units: seconds; rates in {unit}; 1X = 150,000 B/s; the 95% CI is of the mean rate.", markup=False)
     return console.export_text(styles=False)

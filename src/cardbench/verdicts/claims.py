@@ -126,7 +126,9 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
         if c is not None and c.speed_may_be_unknown and c.physical_bytes_per_s is not None \
                 and measured > c.physical_bytes_per_s:
             c = None   # "12" also means "unknown speed": the figure shows the link is faster
-    got = f"{_fmt(measured, check.unit)} measured ({test.name}) against {_fmt(required, check.unit)} required"
+    # every verdict says the margin, also an inconclusive one (the figure was measured all the same)
+    got = (f"{_fmt(measured, check.unit)} measured ({test.name}) against {_fmt(required, check.unit)} required, "
+           f"margin {margin:+.1%}")
 
     if c is not None and c.physical_bytes_per_s is not None and measured > c.physical_bytes_per_s:
         return _row(claim, check, **base, reason=(
@@ -141,7 +143,7 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
             f"{got}: spread too wide to tell (95% CI {_fmt(ci[0], check.unit)} to {_fmt(ci[1], check.unit)} "
             "straddles the requirement); run more repetitions"))
     if measured >= required:
-        reason = f"{got}, margin {margin:+.1%}{spread}"
+        reason = f"{got}{spread}"
         marginal = False
         if check.marginal_band and required / MB * MiB > measured:
             marginal = True
@@ -158,9 +160,9 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
             f"{got}: the figure is at the path's ceiling ({where}), so the card may be faster"))
     if check.needs_command_queuing and not result.target.get("command_queuing"):
         return _row(claim, check, **base, reason=(
-            f"{got}, margin {margin:+.1%}: {claim.name} relies on the host's command queuing and cache [S15], "
+            f"{got}: {claim.name} relies on the host's command queuing and cache [S15], "
             "which this host is not known to use (without them A2 cards are no faster than A1 [S22])"))
-    return _row(claim, check, **base, verdict=FAILS, reason=f"{got}, margin {margin:+.1%}{spread}")
+    return _row(claim, check, **base, verdict=FAILS, reason=f"{got}{spread}")
 
 
 def judge(result: Result, claims: Iterable[Claim], ceilings: Ceilings | dict = None) -> list[dict[str, Any]]:

@@ -343,7 +343,8 @@ class _Run:
     def check_gone(self, e: OSError) -> bool:
         if e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM) or (e.errno == errno.EIO and not self.alive()):
             self.gone = True
-            self.stopped = self.stopped or "the card stopped answering (removed?) while reading back"
+            if self.stopped in (None, "full", "limit"):   # a fill that ended normally is no excuse
+                self.stopped = "the card stopped answering (removed?) while reading back"
         return self.gone
 
     def alive(self) -> bool:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from cardbench.errors import CardbenchError, DeviceFault
+from cardbench.errors import CardbenchError, DeviceFault, Interrupted
 from cardbench.patterns import CLASSES, SECTOR, Pattern, merge_ranges
 from cardbench.verify.io import IOFailure
 
@@ -257,6 +257,8 @@ class Prober:
         except DeviceFault as e:
             raise IOFailure("read", offset, length, 5, f"cannot save the bytes at {offset} before writing: "
                                                          f"{e.message}") from None
+        except Interrupted:
+            raise   # SIGTERM while saving: an interruption, not a journal failure
         except (CardbenchError, OSError) as e:
             msg = e.message if isinstance(e, CardbenchError) else str(e)
             raise JournalFailure(f"the preserve journal failed ({msg}); stopped before writing more") from None
