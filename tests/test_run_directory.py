@@ -156,3 +156,15 @@ def test_killed_run_cleaned_by_next_run(loop_ext4):
     r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
     assert any("left by an interrupted run" in w for w in r.warnings)
     assert leftovers(loop_ext4) == []
+
+
+def test_sweep_removes_only_our_leftovers(loop_ext4):
+    ours = [".cardbench-area-4242-0badcafe.tmp", ".cardbench-sustained-4242-0badcafe.tmp",
+            "cardbench-test-0123456789abcdef-w0.tmp"]
+    theirs = ["photo.jpg", "cardbench-notes.txt", "cardbench-verify-0001.cbv"]
+    for n in ours + theirs:
+        with open(os.path.join(loop_ext4, n), "wb") as f:
+            f.write(b"x" * 100)
+    r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
+    assert any("3 test file(s)" in w for w in r.warnings)
+    assert sorted(n for n in os.listdir(loop_ext4) if n != "lost+found") == sorted(theirs)

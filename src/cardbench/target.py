@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from cardbench.errors import TargetError, UsageError
 
 TEST_FILE_PREFIX = "cardbench-test-"
-TEST_FILE_RE = re.compile(r"^cardbench-test-[0-9a-f]{8,32}-[a-z0-9_.-]+\.tmp$")
+#: every file a run creates on a card: seq_write/cold_read files (and the writability probe), the
+#: random-I/O test area (workloads.random) and the sustained-write file (workloads.sustained).
+#: Not verify's resumable fill files (cardbench-verify-NNNN.cbv): those are kept for --resume.
+TEST_FILE_RE = re.compile(r"^(cardbench-test-[0-9a-f]{8,32}-[a-z0-9_.-]+|\.cardbench-(area|sustained)-\d+-[0-9a-f]+)\.tmp$")
 
 
 @dataclass
@@ -99,16 +102,22 @@ class DirTarget:
         if not os.access(path, os.W_OK | os.X_OK):
             raise TargetError(f"{path}: no permission to write here")
         # a real probe: permissions can lie (root on a read-only bind, ACLs, full inode table)
+        probe = None
         try:
             fd, probe = tempfile.mkstemp(prefix=TEST_FILE_PREFIX + "00000000-probe", suffix=".tmp", dir=path)
             os.close(fd)
-            os.unlink(probe)
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise TargetError(f"{path}: the filesystem is full") from None
             if e.errno == errno.EROFS:
                 raise TargetError(f"{path}: the filesystem is read-only") from None
             raise TargetError(f"{path}: cannot create a test file ({e.strerror})") from None
+        finally:
+            if probe is not None:
+                try:
+                    os.unlink(probe)
+                except OSError:
+                    pass
         m = mount_of(path)
         return cls(path=os.path.abspath(path), fstype=m.fstype if m else None,
                    mountpoint=m.mountpoint if m else None, device=block_device_of(m),

@@ -56,13 +56,15 @@ from cardbench.errors import UsageError
 MAX_QUEUE_DEPTH = 256
 BACKENDS = ("auto", "io_uring", "threads", "direct")
 #: Entries handed to the kernel as soon as this many are queued, instead of all at once at the
-#: next ``reap``. Feeding the device a few at a time keeps it streaming: on a virtio disk random
-#: 4 KiB QD32 reads went from 0.74x fio (everything at reap) to ~0.9x (1, 2 or 4 at a time).
+#: next ``reap``. Feeding the device a few at a time keeps it streaming: on a busy virtio disk
+#: random 4 KiB QD32 reads went from 0.74x fio (everything at reap) to 0.90-0.96x (1, 2 or 4
+#: at a time; 2 was best); on a quiet disk the two were within noise.
 DEFAULT_SUBMIT_BATCH = 2
 
 BACKEND_NOTE = (
-    "random 4 KiB QD32 reads on a virtio disk (2 vCPUs, bench/engine_vs_fio.py): io_uring ~0.9-1.0x fio, "
-    "threads ~0.5x fio; QD1: direct preadv/pwritev ~1.0x fio (io_uring at QD1 ~0.93x)"
+    "bench/engine_vs_fio.py on a virtio disk (2 vCPUs, shared with other jobs; fio-vs-fio A/A ratios "
+    "0.84-1.10): random 4 KiB QD32 io_uring 0.84-0.97x fio on a file, 0.67-0.9x on a loop device; "
+    "threads 0.36-0.59x; QD1 direct preadv/pwritev 0.93-1.2x fio (io_uring at QD1 ~0.93x)"
 )
 
 # --- io_uring ABI (include/uapi/linux/io_uring.h) -------------------------------------------
