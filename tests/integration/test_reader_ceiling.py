@@ -46,8 +46,9 @@ FREE_CARDS = [
     ("free-b", 45, 13, "100X 250X", 8),
     ("free-c", 60, 19, "100X 250X", 8),
 ]
-#: a run whose medians are further than this from what the emulator was set to was disturbed by
-#: the (shared, loaded) machine: it is deleted and run again, at most ATTEMPTS times in all
+#: a run (behind the ceiling) whose medians are further than this from what the emulator was set
+#: to was disturbed by the (shared, loaded) machine: it is deleted and run again, at most ATTEMPTS
+#: times in all (the cluster that names the ceiling is 3% wide)
 DISTURBED = 0.025
 ATTEMPTS = 3
 
@@ -83,7 +84,7 @@ def _run_cards(reader, cards, reader_name: str, db: str, ceiling: float | None) 
                 printed.setdefault(name, []).append(doc)
                 result = Result.from_dict(doc)
                 off = {t: result.test(t).median_bytes_per_s / v - 1 for t, v in expect.items()}
-                if all(abs(x) <= DISTURBED for x in off.values()):
+                if all(abs(x) <= (DISTURBED if ceiling else 0.10) for x in off.values()):
                     break
                 print(f"{name}: attempt {attempt} disturbed ({off}); run again")
                 with open_store(db) as store:
