@@ -59,5 +59,8 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subpr
     """Run the real command line in a child process (as a user would)."""
     env = dict(os.environ)
     env.pop("CARDBENCH_DEBUG", None)
+    # the child runs the same cardbench as the tests: this checkout's src/
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return subprocess.run([sys.executable, "-m", "cardbench", *args], capture_output=True, text=True,
                           input=input, timeout=timeout, env=env)

@@ -10,7 +10,6 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -83,7 +82,12 @@ class Cli:
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: the same cardbench as this test process (not whichever one another
+    checkout installed last), no debug tracebacks, no database from the environment."""
+    import cardbench
     env = dict(os.environ)
+    src = str(Path(cardbench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("CARDBENCH_DEBUG", None)
     env.pop("CARDBENCH_DB", None)
     env["COLUMNS"] = "200"

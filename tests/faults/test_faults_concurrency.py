@@ -5,7 +5,6 @@ the block device under it, or `verify` of it -- it is the same card."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -64,9 +63,12 @@ def test_run_directory_holds_the_card(row, tmp_path, emu_dir):
     nothing_left(row, emu_dir, db)
 
 
-@pytest.mark.scenario("two processes: `verify` holds the card, a `run` of it",
-                      "the run exits 7; the verify completes, its files removed")
-@pytest.mark.parametrize("mode", ["quick", "full"])
+@pytest.mark.parametrize("mode", [
+    pytest.param("quick", marks=pytest.mark.scenario("two processes: `verify DEVICE` (quick) holds it, a `run DEVICE`",
+                                                     "the run exits 7; the verify completes, genuine, stored")),
+    pytest.param("full", marks=pytest.mark.scenario("two processes: `verify --full DIR` holds it, a `run DIR`",
+                                                    "the run exits 7; the verify completes, its files removed")),
+])
 def test_verify_holds_the_card(row, tmp_path, emu_dir, mode):
     db = tmp_path / "results.sqlite3"
     with card(size=128 * MiB if mode == "quick" else 64 * MiB, write_rate=20 * MB, read_rate=40 * MB) as c:

@@ -15,7 +15,6 @@ import io
 import json
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import string
@@ -27,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cardbench.cli import cli, main
-from cardbench.errors import CardbenchError, UsageError
+from cardbench.errors import UsageError
 from cardbench.units import UnitError, parse_duration, parse_rate, parse_size
 from cardbench.verdicts.labels import parse_label
 

@@ -93,6 +93,16 @@ def _read_json(path: Path) -> dict | None:
     return d if isinstance(d, dict) and d.get("schema") == STATE_SCHEMA else None
 
 
+def _release_chunk(mv: memoryview, buf) -> None:
+    """Release a chunk buffer. A slice of it still alive (Ctrl-C landed between making the slice
+    and releasing it) must not turn the interruption into a BufferError: the collector frees it."""
+    for free in (mv.release, buf.close):
+        try:
+            free()
+        except BufferError:
+            pass
+
+
 def verify_full(target: str, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
                 file_bytes: int | None = None, progress=None, seed: int | None = None,
                 check_safety: bool = True, max_bytes: int | None = None,
@@ -226,8 +236,7 @@ class _Run:
                 self.write_failed(unit, done, e)
         finally:
             secs = time.perf_counter() - t0
-            mv.release()
-            buf.close()
+            _release_chunk(mv, buf)
             self.close_unit(fd)
         unit.update(written=done, write_seconds=secs, direct_write=direct,
                     write_bytes_per_s=done / secs if secs > 0 and done else None,
@@ -333,8 +342,7 @@ class _Run:
                 done += n
                 adv(n)
         finally:
-            mv.release()
-            buf.close()
+            _release_chunk(mv, buf)
             self.close_unit(fd)
         res["bytes_per_s"] = (done / res["seconds"]) if res["seconds"] > 0 and done else None
         res["direct"] = direct

@@ -65,8 +65,13 @@ class DeviceIO:
         self.stats = IOStats()
 
     def close(self) -> None:
-        self._rbuf.close()
-        self._wbuf.close()
+        # a view handed out by read() may still be alive (held by the traceback of a Ctrl-C):
+        # that must not turn the interruption into a BufferError; the collector frees it then
+        for b in (self._rbuf, self._wbuf):
+            try:
+                b.close()
+            except BufferError:
+                pass
 
     def _fail(self, op: str, offset: int, length: int, e: OSError | None, short: int | None = None) -> IOFailure:
         if e is not None:

@@ -24,6 +24,15 @@ BLOCK = 1 << 20
 Progress = Callable[[int], None]
 
 
+def _close(buf) -> None:
+    """Close an I/O buffer; a slice still held by the traceback of a Ctrl-C (pattern.fill was
+    running) must not turn the interruption into a BufferError: the collector frees it then."""
+    try:
+        buf.close()
+    except BufferError:
+        pass
+
+
 def device_size(fd: int) -> int:
     return os.lseek(fd, 0, os.SEEK_END)
 
@@ -96,7 +105,7 @@ def sampled_sweep(path: str, kind: str, *, count: int, sample: int, pattern: Pat
         return Run(bytes=total_b, seconds=total_s, extra={"positions": points, "sample_bytes": sample})
     finally:
         os.close(fd)
-        buf.close()
+        _close(buf)
 
 
 def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
@@ -116,7 +125,7 @@ def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
         return max(BLOCK, min(sample, size // count // BLOCK * BLOCK or BLOCK))
     finally:
         os.close(fd)
-        buf.close()
+        _close(buf)
 
 
 def random_access(path: str, *, duration: float = 2.0, block: int = 4096, max_ops: int = 100_000,
@@ -147,5 +156,5 @@ def random_access(path: str, *, duration: float = 2.0, block: int = 4096, max_op
     finally:
         mv.release()
         os.close(fd)
-        buf.close()
+        _close(buf)
     return Run(bytes=len(lat) * block, seconds=seconds, ops=len(lat), latency_s=percentiles(lat))
