@@ -114,6 +114,25 @@ def choose_size(target: DirTarget, run_id: str, opts: RunOptions) -> tuple[int, 
     return size, {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS}
 
 
+def _mark_incomplete(result: Result, runs: int) -> None:
+    """A run that stopped: the result and every test short of its timed runs are incomplete."""
+    result.complete = False
+    for t in result.tests:
+        if len(t.runs) < runs:   # also a test stopped in its warm-up (no timed run yet)
+            t.complete = False
+
+
+def _fail(result: Result, err: BaseException, cause: BaseException):
+    """Attach the partial result to the error that ends the run (the CLI stores it as incomplete)
+    and raise it."""
+    result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
+    result.finished_at = now_iso()
+    err.result = result  # type: ignore[attr-defined]
+    if err is cause:
+        raise cause
+    raise err from None
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -173,10 +192,7 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
             _run_tests(target, result, opts, files)
             _run_extra(target, result, opts)
     except BaseException as e:
-        result.complete = False
-        for t in result.tests:
-            if len(t.runs) < opts.runs:   # also a test stopped in its warm-up (no timed run yet)
-                t.complete = False
+        _mark_incomplete(result, opts.runs)
         left = _remove_all(files)   # before the message: it must say whether files stayed
         if isinstance(e, KeyboardInterrupt):
             err: BaseException = Interrupted("interrupted" + ("" if left else "; test files removed"))
@@ -185,12 +201,7 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
         if left and isinstance(err, CardbenchError):
             err.message = (f"{err.message}; {left} test file(s) could not be removed: the next "
                            "`cardbench run` on this filesystem removes them")
-        result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
-        result.finished_at = now_iso()
-        err.result = result  # type: ignore[attr-defined]
-        if err is e:
-            raise
-        raise err from None
+        _fail(result, err, e)
     finally:
         _remove_all(files)
     result.finished_at = now_iso()
@@ -399,10 +410,7 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
                                                 pattern=Pattern(_tag()), preserve=preserver, progress=adv)
                     (wtest.warmup if i < opts.warmup else wtest.runs).append(run)
     except BaseException as e:
-        result.complete = False
-        for t in result.tests:
-            if len(t.runs) < opts.runs:
-                t.complete = False
+        _mark_incomplete(result, opts.runs)
         err: BaseException = Interrupted("interrupted; the device was left as it was" if not preserver else
                                          "interrupted; preserved regions restored") \
             if isinstance(e, KeyboardInterrupt) else e
@@ -411,22 +419,14 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
         preserver = None
         if kept and isinstance(err, CardbenchError):
             err.message = f"{err.message.replace('; preserved regions restored', '')}; {kept}"
-        result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
-        result.finished_at = now_iso()
-        err.result = result  # type: ignore[attr-defined]
-        if err is e:
-            raise
-        raise err from None
+        _fail(result, err, e)
     finally:
         if preserver is not None:
             kept, signalled = _restore_preserved(preserver)
             if kept or signalled:
                 result.complete = False
                 fault = DeviceFault(kept) if kept else Interrupted("interrupted; preserved regions restored")
-                result.error = fault.message
-                result.finished_at = now_iso()
-                fault.result = result  # type: ignore[attr-defined]
-                raise fault
+                _fail(result, fault, fault)
     result.finished_at = now_iso()
     _check(result)
     return result

@@ -13,8 +13,9 @@ import os
 import re
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from cardbench.devices.mounts import Mount, mount_containing, read_mountinfo
 from cardbench.errors import TargetError, UsageError
 
 TEST_FILE_PREFIX = "cardbench-test-"
@@ -24,43 +25,16 @@ TEST_FILE_PREFIX = "cardbench-test-"
 TEST_FILE_RE = re.compile(r"^(cardbench-test-[0-9a-f]{8,32}-[a-z0-9_.-]+|\.cardbench-(area|sustained)-\d+-[0-9a-f]+)\.tmp$")
 
 
-@dataclass
-class Mount:
-    mountpoint: str
-    fstype: str
-    source: str
-    dev: str            # "major:minor"
-    options: list[str] = field(default_factory=list)
-
-
 def mount_of(path: str) -> Mount | None:
-    """The mount holding ``path`` (longest matching mount point in /proc/self/mountinfo)."""
-    real = os.path.realpath(path)
-    best: Mount | None = None
-    try:
-        with open("/proc/self/mountinfo") as f:
-            lines = f.readlines()
-    except OSError:
-        return None
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        parts = left.split()
-        rparts = right.split()
-        if len(parts) < 6 or len(rparts) < 2:
-            continue
-        mp = parts[4].encode().decode("unicode_escape")
-        if real == mp or real.startswith(mp.rstrip("/") + "/") or mp == "/":
-            if best is None or len(mp) >= len(best.mountpoint):
-                best = Mount(mountpoint=mp, fstype=rparts[0], source=rparts[1], dev=parts[2],
-                             options=parts[5].split(",") + (rparts[2].split(",") if len(rparts) > 2 else []))
-    return best
+    """The mount holding ``path`` (the longest matching mount point of /proc/self/mountinfo)."""
+    return mount_containing(path, read_mountinfo())
 
 
 def block_device_of(mount: Mount | None) -> str | None:
     """/dev path of the block device behind a mount, when there is one (not for tmpfs, FUSE...)."""
     if mount is None:
         return None
-    sys_dev = f"/sys/dev/block/{mount.dev}"
+    sys_dev = f"/sys/dev/block/{mount.devno}"
     if not os.path.exists(sys_dev):
         return None
     name = os.path.basename(os.path.realpath(sys_dev))

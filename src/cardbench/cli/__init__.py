@@ -14,21 +14,13 @@ import sys
 import click
 
 from cardbench import __version__
+from cardbench.cli import params
 from cardbench.cli.ui import RichProgress, error_line
 from cardbench.errors import CardbenchError, Interrupted, StoreError, UsageError
 from cardbench.result import Card, Reader, Result
-from cardbench.units import UnitError, parse_size
+from cardbench.units import UnitError
 
 FORMATS = ["table", "md", "csv", "json"]
-
-
-def _size_option(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UnitError as e:
-        raise click.BadParameter(str(e)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,11 +60,11 @@ def output_result(result: Result, fmt: str, mib: bool) -> None:
 
 @cli.command("run")
 @click.argument("target", default=".", required=False)
-@click.option("--size", callback=_size_option, help="Bytes per test file, e.g. 16MB or 64MiB (default: adapt so a run lasts ~3 s).")
+@click.option("--size", callback=params.size, help="Bytes per test file, e.g. 16MB or 64MiB (default: adapt so a run lasts ~3 s).")
 @click.option("--runs", type=int, default=3, show_default=True, help="Timed runs per test (after one warm-up run).")
 @click.option("--name", help="The card's name, e.g. 'Ultra II'.")
 @click.option("--brand", help="The card's brand, e.g. SanDisk.")
-@click.option("--capacity", callback=_size_option, help="The capacity printed on the card, e.g. 256MB.")
+@click.option("--capacity", callback=params.size, help="The capacity printed on the card, e.g. 256MB.")
 @click.option("--label", help="Speed marks printed on the card, e.g. '4X' or 'C10 U3 V30 A2'.")
 @click.option("--reader", "reader_name", help="Name of the card reader (for readers cardbench cannot identify).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)

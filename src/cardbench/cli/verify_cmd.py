@@ -17,28 +17,8 @@ import sys
 import click
 
 from cardbench.errors import CardbenchError, Interrupted, SafetyRefusal, UsageError
-from cardbench.units import UnitError, fmt_rate, fmt_seconds, fmt_size, parse_duration, parse_size
-
-
-def _size(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UnitError as e:
-        raise click.BadParameter(str(e)) from None
-
-
-def _seconds(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        s = parse_duration(value)
-    except UnitError as e:
-        raise click.BadParameter(str(e)) from None
-    if s <= 0:
-        raise click.BadParameter("must be more than 0 seconds")
-    return s
+from cardbench.cli import params
+from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 
 
 @click.command("verify")
@@ -50,16 +30,16 @@ def _seconds(ctx, param, value):
 @click.option("--confirm", "confirm_value", metavar="VALUE",
               help="The device's serial (or exact size in bytes if it has none), to allow --destructive "
                    "without a prompt. See `cardbench list`.")
-@click.option("--time-budget", callback=_seconds, metavar="SECONDS",
+@click.option("--time-budget", callback=params.seconds, metavar="SECONDS",
               help="Quick mode: aim to finish within this time (fewer samples; the result says the confidence).")
 @click.option("--resume", is_flag=True, help="Full mode: continue an interrupted run.")
 @click.option("--keep-files", is_flag=True, help="Full mode on a directory: leave the test files.")
-@click.option("--file-size", callback=_size, metavar="SIZE", help="Full mode: bytes per file (default 1 GiB, "
+@click.option("--file-size", callback=params.size, metavar="SIZE", help="Full mode: bytes per file (default 1 GiB, "
                                                                   "smaller on small cards).")
 @click.option("--journal", "journal_dir", metavar="DIR",
               help="Where the non-destructive quick mode keeps the bytes it overwrites (another disk; "
                    "default: the user data dir).")
-@click.option("--assume-cache", callback=_size, metavar="SIZE",
+@click.option("--assume-cache", callback=params.size, metavar="SIZE",
               help="Quick mode: the largest cache a fake card may hide data in (default: size/64, 8-256 MiB).")
 @click.option("--seed", type=int, help="Make the run reproducible (data, positions, order).")
 @click.option("--json", "as_json", is_flag=True, help="Print the cardbench.verify/1 document.")
