@@ -1,0 +1,79 @@
+"""`cardbench run DEVICE` on a loop device (issue: know the device, part 2): raw_read agrees with
+fio's sequential O_DIRECT read of the same device in the same run, raw_access gives latency
+percentiles, and the device is read-only unless --destructive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from realparts import ROOT, loop_device, mounted, run_cli
+
+from cardbench.engine.fio import run_fio
+from cardbench.runner import DeviceOptions, run_device
+from cardbench.units import MB, MiB
+
+pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
+
+
+def sha256(dev: str) -> str:
+    h = hashlib.sha256()
+    with open(dev, "rb") as f:
+        for chunk in iter(lambda: f.read(4 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs FUSE for an emulated card")
+def test_raw_read_matches_fio_on_the_same_device():
+    from cardbench.emulate import CardSpec, EmulatedCard
+    with EmulatedCard(CardSpec(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB, name="raw")) as card:
+        r = run_device(card.device, DeviceOptions(runs=3, positions=8, sample=4 * MiB, access_seconds=0.5))
+        fio = run_fio(card.device, "read", MiB, size=24 * MiB)
+    raw = r.test("raw_read")
+    ratio = raw.median_bytes_per_s / fio.bytes_per_s
+    assert ratio == pytest.approx(1.0, abs=0.03), f"raw_read / fio = {ratio:.4f}"
+    assert raw.median_bytes_per_s == pytest.approx(20 * MB, rel=0.03)
+    positions = raw.runs[0].extra["positions"]
+    assert len(positions) == 8 and positions[0][0] == 0 and positions[-1][0] == 60 * MiB
+    access = r.test("raw_access")
+    assert set(access.runs[0].latency_s) >= {"p50", "p90", "p99", "p99.9", "max"}
+
+
+def test_device_run_is_read_only_and_destructive_needs_rules(tmp_path):
+    with loop_device(32 << 20) as dev:
+        with open(dev, "r+b") as f:
+            f.write(os.urandom(1 << 20) * 32)
+        before = sha256(dev)
+        p = run_cli("run", dev, "--runs", "1", "--positions", "4", "--json", "--no-save")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert [t["name"] for t in doc["tests"]] == ["raw_read", "raw_access"]
+        assert doc["target"]["kind"] == "device" and doc["target"]["transport"] == "loop"
+        assert sha256(dev) == before
+        # wrong confirmation: refused, untouched
+        p = run_cli("run", dev, "--destructive", "--confirm", "12345", "--no-save")
+        assert p.returncode == 4 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+        assert sha256(dev) == before
+        # --preserve with the right identity (no serial: the exact size): written, then restored
+        p = run_cli("run", dev, "--destructive", "--preserve", "--confirm", str(32 << 20), "--runs", "1",
+                    "--positions", "4", "--json", "--no-save")
+        assert p.returncode == 0, p.stderr
+        assert "raw_write" in [t["name"] for t in json.loads(p.stdout)["tests"]]
+        assert sha256(dev) == before
+        with mounted(dev) as mnt:
+            assert os.path.isdir(mnt)
+            mounted_sum = sha256(dev)
+            p = run_cli("run", dev, "--destructive", "--confirm", str(32 << 20), "--no-save")
+            assert p.returncode == 4 and "mounted" in p.stderr and "Traceback" not in p.stderr
+            assert sha256(dev) == mounted_sum
+
+
+def test_partition_and_missing_paths_are_one_line():
+    for args, needle in [(["run", "/dev/nonexistent-card"], "no such"), (["run", "/dev/null"], "")]:
+        p = run_cli(*args, "--no-save")
+        assert p.returncode != 0 and "Traceback" not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr.lower()
