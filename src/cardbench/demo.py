@@ -87,8 +87,7 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
             card = reader.add_card(spec)
             with card.filesystem("ext4") as mnt:
                 opts = RunOptions(size=file_bytes, runs=runs, progress=progress or NullProgress(),
-                                  card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label,
-                                            name=f"{c.brand} {c.capacity_bytes // MB}M"),
+                                  card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
                                   reader=Reader(name=READER_NAME, transport="usb"))
                 result = run_directory(mnt, opts)
             result.source = "demo"
