@@ -5,6 +5,7 @@ A module with a unique name (not conftest) so test directories can import it wit
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import subprocess
 import sys
@@ -64,3 +65,48 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subpr
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return subprocess.run([sys.executable, "-m", "cardbench", *args], capture_output=True, text=True,
                           input=input, timeout=timeout, env=env)
+
+
+def sha256_device(dev: str, card=None) -> str:
+    """sha256 of a whole device, page cache dropped first; read unpaced when ``card`` (an emulated
+    card) is given, so a slow card is hashed quickly."""
+    def read() -> str:
+        h = hashlib.sha256()
+        fd = os.open(dev, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while True:
+                b = os.read(fd, 8 << 20)
+                if not b:
+                    break
+                h.update(b)
+        finally:
+            os.close(fd)
+        return h.hexdigest()
+    if card is None:
+        return read()
+    with card.unpaced():
+        return read()
+
+
+def emulator_leftovers(prefix: str | os.PathLike) -> list[str]:
+    """Loop devices, mounts and emulator server processes under ``prefix`` (ours only: others may
+    run their own emulators on this machine at the same time)."""
+    from cardbench.emulate import system
+    prefix = os.path.realpath(prefix).rstrip("/") + "/"
+    found = [f"loop {lo.device} -> {lo.backing_file}" for lo in system.loops()
+             if lo.backing_file.startswith(prefix)]
+    found += [f"mount {m.mountpoint} ({m.fstype})" for m in system.mounts()
+              if (m.mountpoint + "/").startswith(prefix)]
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"cardbench.emulate.server" in args and any(a.startswith(os.fsencode(prefix)) for a in args) \
+                and system.process_alive(int(pid)):
+            found.append(f"server process {pid}")
+    return found

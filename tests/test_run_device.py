@@ -4,27 +4,18 @@ percentiles, and the device is read-only unless --destructive."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 import pytest
 
-from realparts import ROOT, loop_device, mounted, run_cli
+from realparts import ROOT, loop_device, mounted, run_cli, sha256_device
 
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device
 from cardbench.units import MB, MiB
 
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
-
-
-def sha256(dev: str) -> str:
-    h = hashlib.sha256()
-    with open(dev, "rb") as f:
-        for chunk in iter(lambda: f.read(4 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs FUSE for an emulated card")
@@ -47,29 +38,29 @@ def test_device_run_is_read_only_and_destructive_needs_rules(tmp_path):
     with loop_device(32 << 20) as dev:
         with open(dev, "r+b") as f:
             f.write(os.urandom(1 << 20) * 32)
-        before = sha256(dev)
+        before = sha256_device(dev)
         p = run_cli("run", dev, "--runs", "1", "--positions", "4", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert [t["name"] for t in doc["tests"]] == ["raw_read", "raw_access"]
         assert doc["target"]["kind"] == "device" and doc["target"]["transport"] == "loop"
-        assert sha256(dev) == before
+        assert sha256_device(dev) == before
         # wrong confirmation: refused, untouched
         p = run_cli("run", dev, "--destructive", "--confirm", "12345", "--no-save")
         assert p.returncode == 4 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
-        assert sha256(dev) == before
+        assert sha256_device(dev) == before
         # --preserve with the right identity (no serial: the exact size): written, then restored
         p = run_cli("run", dev, "--destructive", "--preserve", "--confirm", str(32 << 20), "--runs", "1",
                     "--positions", "4", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         assert "raw_write" in [t["name"] for t in json.loads(p.stdout)["tests"]]
-        assert sha256(dev) == before
+        assert sha256_device(dev) == before
         with mounted(dev) as mnt:
             assert os.path.isdir(mnt)
-            mounted_sum = sha256(dev)
+            mounted_sum = sha256_device(dev)
             p = run_cli("run", dev, "--destructive", "--confirm", str(32 << 20), "--no-save")
             assert p.returncode == 4 and "mounted" in p.stderr and "Traceback" not in p.stderr
-            assert sha256(dev) == mounted_sum
+            assert sha256_device(dev) == mounted_sum
 
 
 def test_partition_and_missing_paths_are_one_line():

@@ -11,33 +11,13 @@ import subprocess
 import pytest
 
 from cardbench.emulate import system
+from realparts import emulator_leftovers as leftovers  # noqa: F401
 
 ROOT = os.geteuid() == 0
 HAVE_FUSE = os.path.exists("/dev/fuse")
 
 needs_emulator = pytest.mark.skipif(not (ROOT and HAVE_FUSE), reason="needs root and /dev/fuse")
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
-
-
-def leftovers(prefix: str | os.PathLike) -> list[str]:
-    """Loop devices, mounts and server processes that belong to emulators under ``prefix``."""
-    prefix = os.path.realpath(prefix).rstrip("/") + "/"
-    found = [f"loop {lo.device} -> {lo.backing_file}" for lo in system.loops()
-             if lo.backing_file.startswith(prefix)]
-    found += [f"mount {m.mountpoint} ({m.fstype})" for m in system.mounts()
-              if (m.mountpoint + "/").startswith(prefix)]
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"cardbench.emulate.server" in args and any(a.startswith(os.fsencode(prefix)) for a in args) \
-                and system.process_alive(int(pid)):
-            found.append(f"server process {pid}")
-    return found
 
 
 def assert_gone(workdir: str, device: str | None, pid: int | None) -> None:

@@ -6,7 +6,6 @@ A module with a unique name (pytest imports test helpers by basename)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from typing import Callable, Iterator
 import pytest
 
 from cardbench.units import MB, MiB
+from realparts import emulator_leftovers as leftovers, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
 
@@ -231,27 +231,6 @@ def files_in(directory: str | os.PathLike, pattern: re.Pattern = RUN_FILE_RE) ->
         return []
 
 
-def sha256_device(dev: str, card=None) -> str:
-    """sha256 of a whole device (unpaced while reading when ``card`` is given)."""
-    def read() -> str:
-        h = hashlib.sha256()
-        fd = os.open(dev, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            while True:
-                b = os.read(fd, 8 << 20)
-                if not b:
-                    break
-                h.update(b)
-        finally:
-            os.close(fd)
-        return h.hexdigest()
-    if card is None:
-        return read()
-    with card.unpaced():
-        return read()
-
-
 def scribble(dev: str, card, seed: int = 1) -> None:
     """Put recognisable data all over a card, so a region not restored changes its sha256."""
     import random
@@ -279,32 +258,6 @@ def journals(root: str | os.PathLike) -> list[str]:
         return sorted(p.name for p in Path(root).iterdir() if p.is_dir())
     except OSError:
         return []
-
-
-def leftovers(prefix: str | os.PathLike) -> list[str]:
-    """Loop devices, mounts and emulator server processes under ``prefix`` (ours only: others
-    may run their own on this machine at the same time)."""
-    from cardbench.emulate import system
-    prefix = os.path.realpath(prefix).rstrip("/") + "/"
-    found = [f"loop {lo.device} -> {lo.backing_file}" for lo in system.loops()
-             if lo.backing_file.startswith(prefix)]
-    with open("/proc/mounts") as f:
-        for line in f:
-            mp = line.split()[1].encode().decode("unicode_escape")
-            if (mp + "/").startswith(prefix):
-                found.append(f"mount {mp}")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"cardbench.emulate.server" in args and any(a.startswith(os.fsencode(prefix)) for a in args) \
-                and system.process_alive(int(pid)):
-            found.append(f"server process {pid}")
-    return found
 
 
 def losetup_lines(prefix: str | os.PathLike) -> list[str]:

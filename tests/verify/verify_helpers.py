@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from contextlib import contextmanager
 import pytest
 
 from cardbench.units import MB, MiB
+from realparts import sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
 
@@ -38,27 +38,6 @@ def card(size: int, real: int | None = None, mode: str = "wraparound", **kw):
     spec = CardSpec(size=size, real_size=real, fake_mode=mode, **{**FAST, **kw})
     with EmulatedCard(spec) as c:
         yield c
-
-
-def sha256_device(dev: str, c=None) -> str:
-    """sha256 of a whole device, read unpaced (the emulator's pacing is off meanwhile)."""
-    def read() -> str:
-        h = hashlib.sha256()
-        fd = os.open(dev, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            while True:
-                b = os.read(fd, 8 << 20)
-                if not b:
-                    break
-                h.update(b)
-        finally:
-            os.close(fd)
-        return h.hexdigest()
-    if c is None:
-        return read()
-    with c.unpaced():
-        return read()
 
 
 def scribble(dev: str, c, seed: int = 1) -> None:
