@@ -110,3 +110,32 @@ def emulator_leftovers(prefix: str | os.PathLike) -> list[str]:
                 and system.process_alive(int(pid)):
             found.append(f"server process {pid}")
     return found
+
+
+def can_emulate() -> bool:
+    """Root, FUSE, loop devices and libfuse3: what emulated cards need."""
+    import shutil
+    if not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("losetup"):
+        return False
+    try:
+        from cardbench.emulate import check_environment
+        check_environment()
+    except Exception:  # noqa: BLE001 - any reason means: skip
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def emulators_under(directory: str | os.PathLike):
+    """Emulators started inside live under ``directory`` ($CARDBENCH_EMULATE_TMPDIR); afterwards
+    none of theirs may be left (loop devices, mounts, server processes)."""
+    old = os.environ.get("CARDBENCH_EMULATE_TMPDIR")
+    os.environ["CARDBENCH_EMULATE_TMPDIR"] = str(directory)
+    try:
+        yield directory
+    finally:
+        if old is None:
+            os.environ.pop("CARDBENCH_EMULATE_TMPDIR", None)
+        else:
+            os.environ["CARDBENCH_EMULATE_TMPDIR"] = old
+    assert emulator_leftovers(directory) == [], "emulator leftovers (loop devices, mounts or servers)"

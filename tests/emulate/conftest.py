@@ -7,23 +7,15 @@ leak check can look for loop devices, mounts and server processes of *our* emula
 
 from __future__ import annotations
 
-import os
 
 import pytest
-from emulate_helpers import leftovers
+from realparts import emulators_under
 
 
 @pytest.fixture(scope="session", autouse=True)
 def emu_tmp(tmp_path_factory):
     """All emulators of this session live under this directory; checked for leaks at the end."""
-    d = tmp_path_factory.mktemp("emu")
-    old = os.environ.get("CARDBENCH_EMULATE_TMPDIR")
-    os.environ["CARDBENCH_EMULATE_TMPDIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("CARDBENCH_EMULATE_TMPDIR", None)
-    else:
-        os.environ["CARDBENCH_EMULATE_TMPDIR"] = old
-    assert leftovers(d) == [], "emulator leftovers after the session"
+    with emulators_under(tmp_path_factory.mktemp("emu")) as d:
+        yield d
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -19,20 +18,9 @@ from typing import Callable, Iterator
 import pytest
 
 from cardbench.units import MB, MiB
-from realparts import emulator_leftovers as leftovers, sha256_device  # noqa: F401
+from realparts import can_emulate, emulator_leftovers as leftovers, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
-
-
-def can_emulate() -> bool:
-    if not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("losetup"):
-        return False
-    try:
-        from cardbench.emulate import check_environment
-        check_environment()
-    except Exception:  # noqa: BLE001 - any reason means: skip
-        return False
-    return True
 
 
 needs_emulator = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices")

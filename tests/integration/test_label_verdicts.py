@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from realparts import ROOT, run_cli
-from verdict_emulation import (PhaseSettings, collapsed, emulator_leftovers, iops_settings, margin_close,
+from realparts import ROOT, emulators_under, run_cli
+from verdict_emulation import (PhaseSettings, collapsed, iops_settings, margin_close,
                                printed_claims)
 
 from cardbench.progress import NullProgress
@@ -89,15 +89,8 @@ CLI = [
 @pytest.fixture(scope="module")
 def emu_dir(tmp_path_factory):
     """The emulators of this module live here; nothing of them may be left after."""
-    d = tmp_path_factory.mktemp("label-emu")
-    old = os.environ.get("CARDBENCH_EMULATE_TMPDIR")
-    os.environ["CARDBENCH_EMULATE_TMPDIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("CARDBENCH_EMULATE_TMPDIR", None)
-    else:
-        os.environ["CARDBENCH_EMULATE_TMPDIR"] = old
-    assert emulator_leftovers(d) == [], "loop devices or mounts left behind"
+    with emulators_under(tmp_path_factory.mktemp("label-emu")) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")

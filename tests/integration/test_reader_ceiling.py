@@ -18,8 +18,7 @@ import os
 
 import pytest
 
-from realparts import ROOT, run_cli
-from verdict_emulation import emulator_leftovers
+from realparts import ROOT, emulators_under, run_cli
 
 from cardbench.result import Reader, Result
 from cardbench.store import open_store
@@ -54,12 +53,11 @@ ATTEMPTS = 3
 
 
 @pytest.fixture
-def emu_dir(tmp_path, monkeypatch):
+def emu_dir(tmp_path):
     d = tmp_path / "emu"
     d.mkdir()
-    monkeypatch.setenv("CARDBENCH_EMULATE_TMPDIR", str(d))
-    yield d
-    assert emulator_leftovers(d) == [], "loop devices or mounts left behind"
+    with emulators_under(d):
+        yield d
 
 
 def _verdicts(result: Result) -> dict[tuple[str, str], str]:

@@ -7,14 +7,11 @@ unique name, so test directories can import it without clashing).
 * :func:`iops_settings`: card settings whose 4 KiB random reads and writes land at given IOPS,
   through the per-request latency;
 * :func:`printed_claims`: the claim lines of ``render_result(result, "table")`` read back;
-* :func:`emulator_leftovers`: loop devices, mounts and servers of emulators under a directory.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -80,22 +77,6 @@ def margin_close(measured_margin: float, set_margin: float, rel: float = 0.03) -
     """measured/required - 1 within ``rel`` of the set margin: |m - s| <= rel * (1 + s), i.e.
     the measured figure within ``rel`` of the set one."""
     return abs(measured_margin - set_margin) <= rel * (1 + set_margin)
-
-
-def emulator_leftovers(prefix: str | os.PathLike) -> list[str]:
-    """Loop devices and mounts whose backing file / mount point is under ``prefix``."""
-    prefix = os.path.realpath(prefix).rstrip("/") + "/"
-    found = []
-    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if prefix in line:
-            found.append(line)
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) > 1 and (fields[1] + "/").startswith(prefix):
-                found.append(f"mount {fields[1]}")
-    return found
 
 
 # --- results without I/O, for the re-judging flow ---------------------------------------------

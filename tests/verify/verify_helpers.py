@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -11,20 +10,9 @@ from contextlib import contextmanager
 import pytest
 
 from cardbench.units import MB, MiB
-from realparts import sha256_device  # noqa: F401
+from realparts import can_emulate, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
-
-
-def can_emulate() -> bool:
-    if not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("losetup"):
-        return False
-    try:
-        from cardbench.emulate import check_environment
-        check_environment()
-    except Exception:  # noqa: BLE001 - any reason means: skip
-        return False
-    return True
 
 
 needs_emulator = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices")
