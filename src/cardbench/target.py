@@ -12,7 +12,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 
 from cardbench.devices.mounts import Mount, mount_containing, read_mountinfo
@@ -76,10 +75,11 @@ class DirTarget:
         if not os.access(path, os.W_OK | os.X_OK):
             raise TargetError(f"{path}: no permission to write here")
         # a real probe: permissions can lie (root on a read-only bind, ACLs, full inode table)
-        probe = None
+        # a name known before the file exists, so the finally below removes it whenever a signal
+        # lands (mkstemp's name is only known once it returns)
+        probe = os.path.join(path, f"{TEST_FILE_PREFIX}00000000-probe{os.getpid()}-{os.urandom(4).hex()}.tmp")
         try:
-            fd, probe = tempfile.mkstemp(prefix=TEST_FILE_PREFIX + "00000000-probe", suffix=".tmp", dir=path)
-            os.close(fd)
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise TargetError(f"{path}: the filesystem is full") from None
@@ -87,11 +87,10 @@ class DirTarget:
                 raise TargetError(f"{path}: the filesystem is read-only") from None
             raise TargetError(f"{path}: cannot create a test file ({e.strerror})") from None
         finally:
-            if probe is not None:
-                try:
-                    os.unlink(probe)
-                except OSError:
-                    pass
+            try:
+                os.unlink(probe)
+            except OSError:
+                pass
         m = mount_of(path)
         return cls(path=os.path.abspath(path), fstype=m.fstype if m else None,
                    mountpoint=m.mountpoint if m else None, device=block_device_of(m),
