@@ -121,10 +121,11 @@ def _start_run(mnt: str) -> subprocess.Popen:
                              "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_file(mnt: str, timeout: float = 20) -> None:
+def _wait_for_file(mnt: str, timeout: float = 20, *, written: bool = False) -> None:
+    """Until a cardbench file appears (``written``: a seq_write file, not the brief writability probe)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if leftovers(mnt):
+        if [n for n in leftovers(mnt) if not written or "-w" in n]:
             return
         time.sleep(0.005)
     raise AssertionError("the run never created a test file")
@@ -147,7 +148,7 @@ def test_interrupt_removes_files(loop_ext4, sig):
 def test_killed_run_cleaned_by_next_run(loop_ext4):
     p = _start_run(loop_ext4)
     try:
-        _wait_for_file(loop_ext4)
+        _wait_for_file(loop_ext4, written=True)
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=10)
     finally:
