@@ -5,8 +5,10 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import time
+from array import array
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol, Sequence
 
 from cardbench.errors import DeviceFault, TargetError, UsageError
 
@@ -43,8 +45,26 @@ class Completion:
         return self.completed - self.submitted
 
 
+@dataclass
+class LoopResult:
+    """What :func:`closed_loop` did: ``ops`` operations moved ``bytes`` between ``t0`` and ``t1``
+    (``time.perf_counter()``), and why it stopped: "size" (``max_ops`` issued), "duration" or
+    "end of target" (a short transfer)."""
+
+    bytes: int
+    ops: int
+    t0: float
+    t1: float
+    stopped: str
+
+
 class Engine(Protocol):
-    """What a workload needs from an engine."""
+    """What a workload needs from an engine.
+
+    An engine may also offer ``closed_loop`` (same arguments as :func:`closed_loop` after the
+    engine): the same loop without a Python object per operation. :func:`closed_loop` uses it
+    where it exists and ``submit``/``reap`` otherwise.
+    """
 
     name: str
     queue_depth: int
@@ -60,6 +80,123 @@ class Engine(Protocol):
     def sync(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
+                max_ops: int, duration: float, latencies: array) -> LoopResult:
+    """Keep ``len(bufs)`` operations of ``length`` bytes in flight on an open ``engine``.
+
+    Each buffer carries one operation at a time; when it completes, the buffer goes out again
+    at ``next_offset()``. Stops issuing once ``max_ops`` were issued, ``duration`` seconds have
+    passed, or a transfer comes back short; waits for those in flight and returns. Each
+    operation's latency (seconds, from when it was queued to when its completion was seen,
+    fio's "lat") is appended to ``latencies``. An I/O error is raised (a one-line cardbench
+    error) after the operations in flight have finished; nothing is left in flight.
+    """
+    if kind not in ("read", "write"):
+        raise ValueError(f"unknown operation {kind!r}")
+    if max_ops < 1 or not bufs:
+        raise ValueError("closed_loop needs at least one buffer and one operation")
+    own = getattr(engine, "closed_loop", None)
+    if own is not None:
+        return own(kind, bufs, length, next_offset, max_ops=max_ops, duration=duration, latencies=latencies)
+    return submit_reap_loop(engine, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
+                            latencies=latencies)
+
+
+def submit_reap_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
+                     max_ops: int, duration: float, latencies: array) -> LoopResult:
+    """:func:`closed_loop` through ``submit`` and ``reap`` (any engine; one IoOp per buffer)."""
+    submit = engine.submit
+    reap = engine.reap
+    pending = engine.pending
+    append = latencies.append
+    perf = time.perf_counter
+    ops = [IoOp(kind, 0, b, length) for b in bufs[:max_ops]]
+    total = n = 0
+    stopped = "size"
+    t0 = perf()
+    deadline = t0 + duration
+    try:
+        for op in ops:
+            op.offset = next_offset()
+            submit(op)
+        issued = len(ops)
+        stop = issued >= max_ops
+        while True:
+            comps = reap(1)
+            if not stop and perf() >= deadline:
+                stop = True
+                stopped = "duration"
+            for c in comps:
+                append(c.completed - c.submitted)
+                r = c.result
+                total += r
+                n += 1
+                if r != length:
+                    if not stop:
+                        stopped = "end of target"
+                    stop = True
+                if not stop:
+                    op = c.op
+                    op.offset = next_offset()
+                    submit(op)
+                    issued += 1
+                    if issued >= max_ops:
+                        stop = True
+            if stop and not pending():
+                break
+    except BaseException:
+        _drain(engine)
+        raise
+    return LoopResult(total, n, t0, perf(), stopped)
+
+
+def _drain(engine: Engine) -> None:
+    """Wait for what is in flight after a failure (buffers must not be reused while the kernel
+    may still write into them); errors of those operations are dropped, the first one counts."""
+    for _ in range(1000):
+        if not engine.pending():
+            return
+        try:
+            engine.reap(engine.pending())
+        except Exception:
+            pass
+
+
+def pio_loop(fd: int, path: str, kind: str, buf, length: int, next_offset: Callable[[], int], *, max_ops: int,
+             duration: float, latencies: array) -> LoopResult:
+    """:func:`closed_loop` at depth 1 with plain ``preadv``/``pwritev``: the sync engine's loop
+    (and the queued engine's at depth 1). Each operation is timed around its system call."""
+    call = os.preadv if kind == "read" else os.pwritev
+    mv = memoryview(buf)[:length]
+    iov = [mv]
+    perf = time.perf_counter
+    append = latencies.append
+    total = n = 0
+    stopped = "size"
+    t0 = perf()
+    deadline = t0 + duration
+    try:
+        while n < max_ops:
+            off = next_offset()
+            t = perf()
+            r = call(fd, iov, off)
+            t1 = perf()
+            append(t1 - t)
+            n += 1
+            total += r
+            if r != length:
+                stopped = "end of target"
+                break
+            if t1 >= deadline:
+                stopped = "duration"
+                break
+    except OSError as e:
+        raise os_error(e, path) from None
+    finally:
+        mv.release()
+    return LoopResult(total, n, t0, perf(), stopped)
 
 
 def open_fd(path: str, *, write: bool, direct: bool, create: bool = False) -> tuple[int, bool]:

@@ -50,7 +50,7 @@ import threading
 import time
 from collections import deque
 
-from cardbench.engine.base import Completion, IoOp, open_fd, os_error
+from cardbench.engine.base import Completion, IoOp, LoopResult, open_fd, os_error, pio_loop, submit_reap_loop
 from cardbench.errors import UsageError
 
 MAX_QUEUE_DEPTH = 256
@@ -187,9 +187,11 @@ class _Ring:
             self.cq_tail_i = cq_off[1] // 4
             self.cq_mask = self.cq32[cq_off[2] // 4]
             self.cqes_off = cq_off[5]
-            arr = sq_off[6] // 4
-            for i in range(sq_entries):            # identity map: SQE i sits in array slot i
-                self.sq32[arr + i] = i
+            if self.cqes_off % 16:
+                raise RingUnavailable(errno.EINVAL, "io_uring CQ entries are not 16-byte aligned")
+            # the SQ array says which SQE each ring entry is: entry ``tail`` points at the SQE of
+            # the slot being submitted, and a slot's SQE is rewritten only after its completion
+            self.sq_array_i = sq_off[6] // 4
             self.sq_tail = self.sq32[self.sq_tail_i]
         except BaseException:
             self.close()
@@ -331,6 +333,17 @@ class QueuedEngine:
         assert self._impl is not None, "engine not open"
         return self._impl.reap(min_complete)
 
+    def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
+                    latencies) -> LoopResult:
+        """See :func:`cardbench.engine.base.closed_loop`: io_uring and depth 1 run their own lean
+        loop (no Python object per operation); the thread pool goes through submit/reap."""
+        assert self._impl is not None, "engine not open"
+        own = getattr(self._impl, "closed_loop", None)
+        if own is None:
+            return submit_reap_loop(self, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
+                                    latencies=latencies)
+        return own(kind, bufs, length, next_offset, max_ops=max_ops, duration=duration, latencies=latencies)
+
     def pending(self) -> int:
         """Operations submitted and not yet reaped."""
         return self._impl.pending() if self._impl else 0
@@ -424,8 +437,9 @@ class _UringImpl:
         slot = self.slots_free.pop()
         ring = self.ring
         tail = ring.sq_tail
-        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) << 6, opcode, 0, 0, self.fd, op.offset,
-                       ent[2], length, 0, slot, 0, 0, 0, 0, 0)
+        _SQE.pack_into(ring.sqes, slot << 6, opcode, 0, 0, self.fd, op.offset, ent[2], length, 0, slot,
+                       0, 0, 0, 0, 0)
+        ring.sq32[ring.sq_array_i + (tail & ring.sq_mask)] = slot
         tail = (tail + 1) & 0xFFFFFFFF
         ring.sq_tail = tail
         ring.sq32[ring.sq_tail_i] = tail
@@ -454,8 +468,9 @@ class _UringImpl:
         ring = self.ring
         slot = self.slots_free.pop()
         tail = ring.sq_tail
-        _SQE.pack_into(ring.sqes, (tail & ring.sq_mask) * 64, opcode, 0, 0, self.fd, op.offset,
-                       ent[2], op.length, 0, slot, 0, 0, 0, 0, 0)
+        _SQE.pack_into(ring.sqes, slot << 6, opcode, 0, 0, self.fd, op.offset, ent[2], op.length, 0, slot,
+                       0, 0, 0, 0, 0)
+        ring.sq32[ring.sq_array_i + (tail & ring.sq_mask)] = slot
         tail = (tail + 1) & 0xFFFFFFFF
         ring.sq_tail = tail
         ring.sq32[ring.sq_tail_i] = tail
@@ -548,6 +563,159 @@ class _UringImpl:
         cq32[ring.cq_head_i] = head
         self.inflight -= n
 
+    def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
+                    latencies) -> LoopResult:
+        """The closed loop on the ring itself, one slot per buffer.
+
+        Each slot's SQE is written once (operation, file, buffer, length, slot number); an
+        operation going out again only gets a new offset and a ring entry. One
+        ``io_uring_enter`` per pass hands over every operation queued since the last one and
+        waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
+        read straight from the CQ ring. No IoOp or Completion objects."""
+        if self.pending():
+            raise UsageError("closed_loop needs an engine with nothing in flight")
+        opcode = _OPCODES[kind]
+        ring = self.ring
+        nb = min(len(bufs), self.depth, max_ops)
+        fd = self.fd
+        sqes = ring.sqes
+        for s in range(nb):
+            ent = self._address(bufs[s])
+            if not 0 < length <= ent[3]:
+                raise ValueError(f"operation length {length} does not fit its {ent[3]}-byte buffer")
+            _SQE.pack_into(sqes, s << 6, opcode, 0, 0, fd, 0, ent[2], length, 0, s, 0, 0, 0, 0, 0)
+        for s in range(nb):
+            self.slots_free.remove(s)
+        cqes = memoryview(ring.cq_map)[ring.cqes_off:ring.cqes_off + ring.cq_entries * _CQE.size]
+        sqe_q = memoryview(sqes).cast("Q")          # the offset of slot s is sqe_q[s * 8 + 1]
+        cq_q = cqes.cast("Q")                       # CQE i: user_data at cq_q[2 i]
+        cq_i = cqes.cast("i")                       # and res at cq_i[4 i + 2]
+        sq32 = ring.sq32
+        cq32 = ring.cq32
+        arr = ring.sq_array_i
+        smask = ring.sq_mask
+        cmask = ring.cq_mask
+        sq_head_i, sq_tail_i = ring.sq_head_i, ring.sq_tail_i
+        cq_head_i, cq_tail_i = ring.cq_head_i, ring.cq_tail_i
+        enter = ring._enter
+        rfd = ring.fd
+        get_errno = ctypes.get_errno
+        perf = _perf
+        append = latencies.append
+        queued_at = [0.0] * nb
+        batch = self.submit_batch
+        total = n = 0
+        stopped = "size"
+        error = 0
+        inflight = 0
+        tail = ring.sq_tail
+        unsent = 0
+        head = cq32[cq_head_i]
+        t0 = perf()
+        deadline = t0 + duration
+        try:
+            for s in range(nb):
+                sqe_q[(s << 3) + 1] = next_offset()
+                sq32[arr + (tail & smask)] = s
+                tail = (tail + 1) & 0xFFFFFFFF
+                queued_at[s] = t0
+                unsent += 1
+            sq32[sq_tail_i] = tail
+            issued = nb
+            stop = issued >= max_ops
+            while True:
+                if enter(_SYS_IO_URING_ENTER, rfd, unsent, 1, _IORING_ENTER_GETEVENTS, None, 0) < 0:
+                    e = get_errno()
+                    if e == errno.EEXIST:
+                        raise UsageError("a queued engine belongs to the thread that opened it "
+                                         "(make one engine per thread)")
+                    if e not in (errno.EINTR, errno.EAGAIN, errno.EBUSY):
+                        raise os_error(OSError(e, os.strerror(e)), self.path)
+                left = (tail - sq32[sq_head_i]) & 0xFFFFFFFF     # queued, not yet taken by the kernel
+                inflight += unsent - left
+                unsent = left
+                head = cq32[cq_head_i]
+                ctail = cq32[cq_tail_i]
+                if head == ctail:
+                    continue
+                now = perf()
+                if not stop and now >= deadline:
+                    stop = True
+                    stopped = "duration"
+                while head != ctail:
+                    i = head & cmask
+                    s = cq_q[i << 1]
+                    res = cq_i[(i << 2) + 2]
+                    head = (head + 1) & 0xFFFFFFFF
+                    inflight -= 1
+                    append(now - queued_at[s])
+                    if res != length:
+                        if res < 0:
+                            error = error or -res
+                        else:
+                            total += res
+                            n += 1
+                        if not stop:
+                            stopped = "end of target"
+                        stop = True
+                        continue
+                    total += res
+                    n += 1
+                    if not stop:
+                        sqe_q[(s << 3) + 1] = next_offset()
+                        sq32[arr + (tail & smask)] = s
+                        tail = (tail + 1) & 0xFFFFFFFF
+                        queued_at[s] = now
+                        unsent += 1
+                        issued += 1
+                        if issued >= max_ops:
+                            stop = True
+                        if unsent >= batch:
+                            # hand these to the kernel now (see DEFAULT_SUBMIT_BATCH)
+                            sq32[sq_tail_i] = tail
+                            enter(_SYS_IO_URING_ENTER, rfd, unsent, 0, 0, None, 0)
+                            left = (tail - sq32[sq_head_i]) & 0xFFFFFFFF
+                            inflight += unsent - left
+                            unsent = left
+                cq32[cq_head_i] = head
+                sq32[sq_tail_i] = tail
+                if stop and not inflight and not unsent:
+                    break
+        except BaseException:
+            # leave the rings consistent (completions seen are consumed, entries written are
+            # published), then wait for everything out there before the buffers can go
+            cq32[cq_head_i] = head
+            sq32[sq_tail_i] = tail
+            ring.sq_tail = tail
+            self.inflight, self.unsent = inflight, []
+            self._drain_loop(inflight + unsent)
+            raise
+        finally:
+            ring.sq_tail = tail
+            if not self.inflight:     # (a drain that gave up leaves the slots taken)
+                self.slots_free.extend(range(nb))
+            for view in (sqe_q, cq_q, cq_i, cqes):
+                view.release()
+        if error:
+            raise os_error(OSError(error, os.strerror(error)), self.path)
+        return LoopResult(total, n, t0, perf(), stopped)
+
+    def _drain_loop(self, outstanding: int) -> None:
+        """After a failure inside ``closed_loop``: submit what is queued and wait until nothing
+        is in flight (the kernel may still be writing into the buffers); results are dropped."""
+        ring = self.ring
+        stuck = 0
+        while outstanding > 0 and stuck < 3:
+            unsent = ring.sq_unconsumed()
+            ring._enter(_SYS_IO_URING_ENTER, ring.fd, unsent, outstanding, _IORING_ENTER_GETEVENTS, None, 0)
+            cq32 = ring.cq32
+            head, ctail = cq32[ring.cq_head_i], cq32[ring.cq_tail_i]
+            got = (ctail - head) & 0xFFFFFFFF
+            cq32[ring.cq_head_i] = ctail
+            stuck = stuck + 1 if not got else 0
+            outstanding -= got
+        self.inflight = max(0, outstanding)
+
     def reap(self, min_complete: int = 1) -> list[Completion]:
         if self.unsent or self.inflight:
             # always enter: with DEFER_TASKRUN completions are only posted inside io_uring_enter
@@ -613,6 +781,10 @@ class _DirectImpl:
     def reap(self, min_complete: int = 1) -> list[Completion]:
         done, self.done = self.done, []
         return done
+
+    def closed_loop(self, kind, bufs, length, next_offset, *, max_ops, duration, latencies) -> LoopResult:
+        return pio_loop(self.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
+                        duration=duration, latencies=latencies)
 
     def pending(self) -> int:
         return len(self.done)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from cardbench.engine.base import Completion, IoOp, open_fd, os_error
+from cardbench.engine.base import Completion, IoOp, LoopResult, open_fd, os_error, pio_loop
 
 
 class SyncEngine:
@@ -37,6 +37,13 @@ class SyncEngine:
         finally:
             mv.release()
         self._done.append(Completion(op, n, t0, time.perf_counter()))
+
+    def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
+                    latencies) -> LoopResult:
+        """See :func:`cardbench.engine.base.closed_loop` (depth 1: the first buffer only)."""
+        assert self.fd is not None
+        return pio_loop(self.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
+                        duration=duration, latencies=latencies)
 
     def reap(self, min_complete: int = 1) -> list[Completion]:
         done, self._done = self._done, []

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from cardbench.engine.base import IoOp, aligned_buffer, os_error
+from cardbench.engine.base import aligned_buffer, closed_loop, os_error
 from cardbench.errors import DeviceFault, Interrupted, SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
@@ -387,58 +387,15 @@ def _one_loop(spec: PatternSpec, area: TestArea, engine: str, *, max_ops: int, d
             pat = Pattern(tag)
             for i, b in enumerate(bufs):
                 pat.fill(b, i * bs)
-        ops = [IoOp(kind, 0, b, bs) for b in bufs]
         offs = _offsets(spec, area, seed)
-        nxt = offs.__next__
-        lat = out.lat
-        lat_append = lat.append
-        submit = eng.submit
-        reap = eng.reap
-        pending = eng.pending
-        perf = time.perf_counter
         if barrier is not None:
             barrier.wait()
-        issued = 0
-        done_bytes = 0
-        n = 0
-        stopped = "size"
-        t0 = perf()
-        deadline = t0 + duration
-        for op in ops:
-            op.offset = nxt()
-            submit(op)
-        issued = len(ops)
-        stop = issued >= max_ops
-        while True:
-            comps = reap(1)
-            if not stop and perf() >= deadline:
-                stop = True
-                stopped = "duration"
-            for c in comps:
-                lat_append(c.completed - c.submitted)
-                r = c.result
-                done_bytes += r
-                n += 1
-                if r != bs:
-                    if not stop:
-                        stopped = "end of target"
-                    stop = True
-                if not stop:
-                    op = c.op
-                    op.offset = nxt()
-                    submit(op)
-                    issued += 1
-                    if issued >= max_ops:
-                        stop = True
-            if stop and not pending():
-                break
+        loop = closed_loop(eng, kind, bufs, bs, offs.__next__, max_ops=max_ops, duration=duration,
+                           latencies=out.lat)
         if spec.is_write and sync_end:
-            eng.sync()
-        out.t1 = perf()
-        out.t0 = t0
-        out.bytes = done_bytes
-        out.ops = n
-        out.stopped = stopped
+            eng.sync()       # inside the timed part (fio: end_fsync=1)
+        out.t1 = time.perf_counter()
+        out.t0, out.bytes, out.ops, out.stopped = loop.t0, loop.bytes, loop.ops, loop.stopped
     except BaseException as e:   # handed to the caller's thread
         out.error = e
         if barrier is not None:
