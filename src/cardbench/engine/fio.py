@@ -14,6 +14,11 @@ What is asked of fio, and why:
   first, like cardbench's own runs (stop at duration or at size).
 * ``--norandommap --randrepeat=0``: random offsets drawn independently (with repetition),
   as cardbench's engines draw them; ``--allow_file_create=0`` never creates a file.
+* ``mem`` (optional): fio's ``--mem``, where its buffers live. fio's default (malloc) gives
+  buffers of scattered small pages; cardbench's engines put large buffers on huge pages
+  (:class:`cardbench.engine.base.AlignedBuffers`), which can make large requests several
+  times faster on some devices. ``mem="shmhuge"`` (needs ``vm.nr_hugepages``) gives fio the
+  same, for a like-for-like comparison.
 * ``--percentile_list=50:90:99:99.9``: the completion-latency percentiles cardbench reports.
   fio's percentiles come from its latency histogram (bins about 1.6% wide). fio's completion
   latency (clat) starts after the submitting system call returned; cardbench's own engines time
@@ -67,7 +72,8 @@ def default_ioengine() -> str:
 def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, size: int | None = None,
                 runtime: float | None = None, *, area: int | None = None, offset: int = 0,
                 time_based: bool = False, ioengine: str | None = None, direct: bool = True,
-                end_fsync: bool = False, fio: str = "fio", name: str = "cardbench") -> list[str]:
+                end_fsync: bool = False, fio: str = "fio", name: str = "cardbench",
+                mem: str | None = None) -> list[str]:
     """The fio command line for one run (see the module docstring for what each option is for)."""
     if rw not in RW_MODES:
         raise UsageError(f"fio rw must be one of {', '.join(RW_MODES)}, got {rw!r}")
@@ -101,13 +107,16 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
         cmd.append("--time_based")
     if end_fsync:
         cmd.append("--end_fsync=1")
+    if mem:
+        cmd.append(f"--mem={mem}")
     return cmd
 
 
 def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, size: int | None = None,
             runtime: float | None = None, *, area: int | None = None, offset: int = 0,
             time_based: bool = False, ioengine: str | None = None, direct: bool = True,
-            end_fsync: bool = False, fio: str = "fio", timeout: float | None = None) -> Run:
+            end_fsync: bool = False, fio: str = "fio", timeout: float | None = None,
+            mem: str | None = None) -> Run:
     """Run one fio job on ``path`` and return it as a :class:`Run`.
 
     ``rw``: read | write | randread | randwrite. ``bs`` bytes per operation, ``iodepth`` operations
@@ -117,7 +126,7 @@ def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, siz
     """
     cmd = fio_command(path, rw, bs, iodepth, numjobs, size, runtime, area=area, offset=offset,
                       time_based=time_based, ioengine=ioengine, direct=direct, end_fsync=end_fsync,
-                      fio=fio)
+                      fio=fio, mem=mem)
     if timeout is None:
         timeout = (runtime or 600) * 3 + 60
     try:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from cardbench.engine.base import aligned_buffer, closed_loop, os_error
+from cardbench.engine.base import AlignedBuffers, aligned_buffer, closed_loop, os_error
 from cardbench.errors import DeviceFault, Interrupted, SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
@@ -376,13 +376,12 @@ def _one_loop(spec: PatternSpec, area: TestArea, engine: str, *, max_ops: int, d
     qd = spec.queue_depth
     kind = spec.op
     eng = make_engine(engine, qd, backend)
-    bufs = []
+    bufs: AlignedBuffers | None = None
     try:
         eng.open(area.path, write=spec.is_write, direct=direct)
         out.direct = getattr(eng, "direct", direct)
         out.backend = getattr(eng, "backend", None)
-        nbuf = min(qd, max_ops)
-        bufs = [aligned_buffer(bs) for _ in range(nbuf)]
+        bufs = AlignedBuffers(min(qd, max_ops), bs)
         if spec.is_write:
             pat = Pattern(tag)
             for i, b in enumerate(bufs):
@@ -404,8 +403,8 @@ def _one_loop(spec: PatternSpec, area: TestArea, engine: str, *, max_ops: int, d
         try:
             eng.close()
         finally:
-            for b in bufs:
-                b.close()
+            if bufs is not None:
+                bufs.close()
 
 
 def run_once(spec: PatternSpec, area: TestArea, engine: str = "queued", *, duration: float = 3.0,
