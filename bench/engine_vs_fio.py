@@ -16,6 +16,17 @@ per-round ratios (each cardbench run against the fio run of the same round), and
 also gives the median figures. Runs are time-based (``--seconds``), on a 1 GiB area.
 Short runs and many rounds beat long runs and few: this machine's disk drifts by tens of
 percent within minutes, and a ratio is only as good as the pairing of its two runs.
+Both tools run pinned to the same CPU (``--cpu``, default the last one; fio inherits it from
+this process): at QD1 the CPU a process runs on decides whether the disk's interrupt wakes it
+locally or from the other CPU, worth 30% here (random 4 KiB reads, either tool: 55-58 MB/s on
+CPU 0, 75-85 MB/s on CPU 1, which takes the virtio disk's interrupts). Unpinned, the scheduler
+places a long-lived Python process and a fresh fio differently, and the ratio measures that.
+Each tool's buffers: cardbench puts large buffers on huge pages, so a 1 MiB request is one
+piece of memory; fio gets the same with ``--mem=shmhuge`` (``--fio-mem``, default where huge
+pages can be reserved; the setting is put back afterwards). With fio's default malloc buffers
+(row ``fio --mem=malloc``) a 1 MiB request is 256 scattered pages, which the loop device
+(max_segments 128) must split and the virtio disk (254) carries as that many pieces: fio then
+reads at 0.4-0.5 of the rate it reaches with huge pages.
 The queued engine's thread-pool fallback (``queued/threads``) is shown for information; the
 goals are for the engines cardbench uses (sync, queued on io_uring). The last lines give each
 goal against the lowest ratio of its rows.
@@ -23,7 +34,7 @@ A second fio run per round ("fio again (A/A)") is compared with the first the sa
 ratio and range are the noise floor of the machine at that moment (a shared disk, other
 people's jobs), against which the other ratios should be read.
 
-    python bench/engine_vs_fio.py                  # everything, 7 rounds of 1 s
+    python bench/engine_vs_fio.py                  # everything, 9 rounds of 1 s
     python bench/engine_vs_fio.py --rounds 3 --targets file --cases rand_read_4k_q32t1
     python bench/engine_vs_fio.py --profile        # cProfile the cardbench side of each case
 """
@@ -162,9 +173,12 @@ def main() -> int:
     ap.add_argument("--dir", default="/var/tmp", help="where the file and the loop device's backing file go")
     ap.add_argument("--targets", default="file,loop")
     ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="cProfile the cardbench runs, print the top entries")
+    ap.add_argument("--cpu", default="last",
+                    help="pin this process and the fio it starts to one CPU: a number, 'last' (default) or "
+                         "'none'; see the module docstring")
     ap.add_argument("--fio-mem", default="auto",
                     help="fio's --mem: auto (shmhuge where huge pages can be reserved, else malloc), "
                          "shmhuge or malloc")
@@ -190,6 +204,13 @@ def main() -> int:
             cleanup.append(lambda: os.path.exists(img) and os.unlink(img))
             cleanup.append(lambda: subprocess.run(["losetup", "-d", dev], check=False))
             areas.append(("loop", TestArea(path=dev, offset=0, size=AREA, kind="device")))
+        cpus = sorted(os.sched_getaffinity(0))
+        if args.cpu != "none":
+            cpu = cpus[-1] if args.cpu == "last" else int(args.cpu)
+            os.sched_setaffinity(0, {cpu})     # fio, started from here, inherits it
+            pinned = f"pinned to CPU {cpu}"
+        else:
+            pinned = "not pinned"
         fio_mem = args.fio_mem
         if fio_mem in ("auto", "shmhuge"):
             ok, before = reserve_huge_pages(HUGE_PAGES)
@@ -200,7 +221,7 @@ def main() -> int:
                 return 2
             fio_mem = "shmhuge" if ok else "malloc"
         print(f"fio: {subprocess.run(['fio', '--version'], capture_output=True, text=True).stdout.strip()} "
-              f"--mem={fio_mem}, kernel {os.uname().release}, {os.cpu_count()} CPUs, "
+              f"--mem={fio_mem}, kernel {os.uname().release}, {os.cpu_count()} CPUs ({pinned}), "
               f"{args.rounds} rounds x {args.seconds:g} s, load {os.getloadavg()[0]:.1f}")
         if fio_mem == "shmhuge":
             print("fio's buffers are on huge pages like cardbench's (AlignedBuffers); for 1 MiB cases the "

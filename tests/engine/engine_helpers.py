@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 
 import pytest
@@ -43,15 +44,22 @@ def odirect_dir(preferred: str):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def data_file(directory: str, size: int, name: str = "data.bin") -> tuple[str, bytes]:
-    """A file of ``size`` random bytes; returns (path, content)."""
-    path = os.path.join(directory, name)
+def fill_random(path: str, size: int) -> bytes:
+    """Write ``size`` random bytes to ``path`` (a file, made anew, or the start of a block
+    device), synced; returns them."""
     data = os.urandom(size)
-    with open(path, "wb") as f:
+    device = os.path.exists(path) and stat.S_ISBLK(os.stat(path).st_mode)
+    with open(path, "r+b" if device else "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    return path, data
+    return data
+
+
+def data_file(directory: str, size: int, name: str = "data.bin") -> tuple[str, bytes]:
+    """A file of ``size`` random bytes; returns (path, content)."""
+    path = os.path.join(directory, name)
+    return path, fill_random(path, size)
 
 
 @contextlib.contextmanager

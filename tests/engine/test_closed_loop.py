@@ -3,6 +3,7 @@ data, the stops, I/O errors and interrupts (nothing may stay in flight afterward
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import statistics
@@ -10,10 +11,10 @@ import time
 from array import array
 
 import pytest
-from engine_helpers import emulated_card, needs_emulator, needs_root
+from engine_helpers import emulated_card, fill_random, needs_emulator, needs_root
 from realparts import loop_device
 
-from cardbench.engine.base import aligned_buffer, closed_loop, submit_reap_loop
+from cardbench.engine.base import AlignedBuffers, aligned_buffer, closed_loop, submit_reap_loop
 from cardbench.engine.queued import QueuedEngine, io_uring_available
 from cardbench.engine.sync import SyncEngine
 from cardbench.errors import DeviceFault
@@ -49,28 +50,29 @@ def device():
     if os.geteuid() != 0:
         pytest.skip("needs root (loop devices)")
     with loop_device(DEV_SIZE, directory="/var/tmp", direct_io=True) as dev:
-        data = os.urandom(DEV_SIZE)
-        with open(dev, "r+b") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        yield dev, data
+        yield dev, fill_random(dev, DEV_SIZE)
 
 
-def _bufs(n, size):
-    return [aligned_buffer(size) for _ in range(n)]
+@contextlib.contextmanager
+def opened(name, depth, factory, path, *, write=False, size=4096):
+    """The engine open on ``path`` and ``depth`` buffers of ``size`` bytes; both closed after."""
+    eng = _make(name, depth, factory)
+    eng.open(path, write=write)
+    bufs = AlignedBuffers(depth, size)
+    try:
+        yield eng, bufs
+    finally:
+        eng.close()
+        bufs.close()
 
 
 @needs_root
 @pytest.mark.parametrize("name,depth,factory", ENGINES, ids=IDS)
 def test_each_buffer_reads_the_offset_it_was_given(device, name, depth, factory):
     dev, data = device
-    eng = _make(name, depth, factory)
-    eng.open(dev, write=False)
-    bufs = _bufs(depth, 4096)
-    offsets = [i * 4096 for i in random.Random(depth).sample(range(DEV_SIZE // 4096), depth)]
-    lat = array("d")
-    try:
+    with opened(name, depth, factory, dev, write=False, size=4096) as (eng, bufs):
+        offsets = [i * 4096 for i in random.Random(depth).sample(range(DEV_SIZE // 4096), depth)]
+        lat = array("d")
         res = closed_loop(eng, "read", bufs, 4096, iter(offsets).__next__, max_ops=depth, duration=30,
                           latencies=lat)
         assert (res.ops, res.bytes, res.stopped) == (depth, depth * 4096, "size")
@@ -79,10 +81,6 @@ def test_each_buffer_reads_the_offset_it_was_given(device, name, depth, factory)
         for b, off in zip(bufs, offsets):      # buffer i went out with the i-th offset
             assert bytes(b[:4096]) == data[off:off + 4096]
         assert eng.pending() == 0
-    finally:
-        eng.close()
-        for b in bufs:
-            b.close()
 
 
 @needs_root
@@ -96,35 +94,30 @@ def test_writes_cover_every_offset_once(device, name, depth, factory):
     nblocks = MiB // bs
     offsets = [base + i * bs for i in range(nblocks)]
     random.Random(7).shuffle(offsets)
-    eng = _make(name, depth, factory)
-    eng.open(dev, write=True)
-    bufs = _bufs(depth, bs)
-    for i, b in enumerate(bufs):
-        b[:] = ((b"cardbench buffer %03d " % i) * bs)[:bs]
-    contents = {bytes(b[:bs]) for b in bufs}
-    lat = array("d")
     try:
-        res = closed_loop(eng, "write", bufs, bs, iter(offsets).__next__, max_ops=nblocks, duration=60,
-                          latencies=lat)
-        eng.sync()
-        assert (res.ops, res.bytes, res.stopped) == (nblocks, MiB, "size")
-        assert len(lat) == nblocks
-        fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
-        check = aligned_buffer(MiB)
-        try:
-            os.preadv(fd, [check], base)
-        finally:
-            os.close(fd)
-        got = bytes(check)
-        check.close()
-        blocks = [got[i:i + bs] for i in range(0, MiB, bs)]
-        assert all(blk in contents for blk in blocks)
-        if depth > 1:
-            assert len(set(blocks)) > 1           # the buffers took turns
+        with opened(name, depth, factory, dev, write=True, size=bs) as (eng, bufs):
+            for i, b in enumerate(bufs):
+                b[:] = ((b"cardbench buffer %03d " % i) * bs)[:bs]
+            contents = {bytes(b[:bs]) for b in bufs}
+            lat = array("d")
+            res = closed_loop(eng, "write", bufs, bs, iter(offsets).__next__, max_ops=nblocks, duration=60,
+                              latencies=lat)
+            eng.sync()
+            assert (res.ops, res.bytes, res.stopped) == (nblocks, MiB, "size")
+            assert len(lat) == nblocks
+            fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+            check = aligned_buffer(MiB)
+            try:
+                os.preadv(fd, [check], base)
+            finally:
+                os.close(fd)
+            got = bytes(check)
+            check.close()
+            blocks = [got[i:i + bs] for i in range(0, MiB, bs)]
+            assert all(blk in contents for blk in blocks)
+            if depth > 1:
+                assert len(set(blocks)) > 1           # the buffers took turns
     finally:
-        eng.close()
-        for b in bufs:
-            b.close()
         with open(dev, "r+b") as f:              # put the random data back for the other tests
             f.seek(base)
             f.write(data[base:base + MiB])
@@ -139,20 +132,13 @@ def test_a_short_transfer_stops_the_loop(device, name, depth, factory):
     every operation still counted and nothing left in flight."""
     dev, _ = device
     offsets = [DEV_SIZE - 8 * 4096 + i * 4096 for i in range(64)]   # 8 good, then past the end
-    eng = _make(name, depth, factory)
-    eng.open(dev, write=False)
-    bufs = _bufs(depth, 4096)
-    lat = array("d")
-    try:
+    with opened(name, depth, factory, dev, write=False, size=4096) as (eng, bufs):
+        lat = array("d")
         res = closed_loop(eng, "read", bufs, 4096, iter(offsets).__next__, max_ops=64, duration=30, latencies=lat)
         assert res.stopped == "end of target"
         assert res.bytes == 8 * 4096
         assert 9 <= res.ops <= 8 + depth and len(lat) == res.ops
         assert eng.pending() == 0
-    finally:
-        eng.close()
-        for b in bufs:
-            b.close()
 
 
 @needs_root
@@ -161,19 +147,16 @@ def test_an_interrupt_leaves_nothing_in_flight(device, name, depth, factory):
     """Ctrl-C inside the loop (here: from the offset source after 100 operations) propagates,
     waits for what is in flight, and the engine runs the next loop normally."""
     dev, data = device
-    eng = _make(name, depth, factory)
-    eng.open(dev, write=False)
-    bufs = _bufs(depth, 4096)
-    calls = 0
+    with opened(name, depth, factory, dev, write=False, size=4096) as (eng, bufs):
+        calls = 0
 
-    def offsets():
-        nonlocal calls
-        calls += 1
-        if calls > 100:
-            raise KeyboardInterrupt
-        return (calls % 512) * 4096
+        def offsets():
+            nonlocal calls
+            calls += 1
+            if calls > 100:
+                raise KeyboardInterrupt
+            return (calls % 512) * 4096
 
-    try:
         with pytest.raises(KeyboardInterrupt):
             closed_loop(eng, "read", bufs, 4096, offsets, max_ops=10_000, duration=30, latencies=array("d"))
         assert eng.pending() == 0
@@ -181,10 +164,6 @@ def test_an_interrupt_leaves_nothing_in_flight(device, name, depth, factory):
         res = closed_loop(eng, "read", bufs, 4096, again.__next__, max_ops=64, duration=30, latencies=array("d"))
         assert (res.ops, res.stopped) == (64, "size")
         assert bytes(bufs[0][:4096]) in {data[o:o + 4096] for o in range(0, 64 * 4096, 4096)}
-    finally:
-        eng.close()
-        for b in bufs:
-            b.close()
 
 
 @needs_emulator
@@ -192,11 +171,8 @@ def test_an_interrupt_leaves_nothing_in_flight(device, name, depth, factory):
 def test_io_error_raises_after_the_rest_finished(name, depth, factory):
     with emulated_card(size=16 * MiB, write_rate=200 * MB, read_rate=200 * MB,
                        errors=[(4 * MiB, 5 * MiB, "read")]) as card:
-        eng = _make(name, depth, factory)
-        eng.open(card.device, write=False)
-        bufs = _bufs(depth, 4096)
-        offsets = iter([i * 256 * 1024 for i in range(64)])     # the 17th to 20th are in the bad MiB
-        try:
+        with opened(name, depth, factory, card.device, write=False, size=4096) as (eng, bufs):
+            offsets = iter([i * 256 * 1024 for i in range(64)])     # the 17th to 20th are in the bad MiB
             with pytest.raises(DeviceFault, match="I/O error"):
                 closed_loop(eng, "read", bufs, 4096, offsets.__next__, max_ops=64, duration=30,
                             latencies=array("d"))
@@ -204,10 +180,6 @@ def test_io_error_raises_after_the_rest_finished(name, depth, factory):
             res = closed_loop(eng, "read", bufs, 4096, iter([0] * 16).__next__, max_ops=16, duration=30,
                               latencies=array("d"))
             assert (res.ops, res.stopped) == (16, "size")
-        finally:
-            eng.close()
-            for b in bufs:
-                b.close()
 
 
 @needs_emulator
@@ -217,20 +189,13 @@ def test_the_deadline_stops_a_slow_card_and_the_queue_stays_full(name, depth, fa
     max_ops) and finishes what is in flight; at depth 8 an operation waits behind the others,
     so its latency is several service times (the queue was kept full), at depth 1 one."""
     with emulated_card(size=16 * MiB, write_rate=100 * MB, read_rate=100 * MB, latency=0.01) as card:
-        eng = _make(name, depth, factory)
-        eng.open(card.device, write=False)
-        bufs = _bufs(depth, 4096)
-        rng = random.Random(3)
-        lat = array("d")
-        try:
+        with opened(name, depth, factory, card.device, write=False, size=4096) as (eng, bufs):
+            rng = random.Random(3)
+            lat = array("d")
             t = time.perf_counter()
             res = closed_loop(eng, "read", bufs, 4096, lambda: rng.randrange(4096) * 4096, max_ops=10**9,
                               duration=0.5, latencies=lat)
             took = time.perf_counter() - t
-        finally:
-            eng.close()
-            for b in bufs:
-                b.close()
     assert res.stopped == "duration"
     assert 0.5 <= took < 0.5 + 0.01 * depth + 1.0
     assert res.ops == len(lat) >= 10
@@ -251,17 +216,11 @@ def test_the_generic_loop_and_the_lean_ones_agree(device):
     offsets = [i * 8192 for i in range(16)]
     out = []
     for lean in (True, False):
-        eng = QueuedEngine(16, backend="io_uring")
-        eng.open(dev, write=False)
-        bufs = _bufs(16, 8192)
-        try:
+        with opened("queued/io_uring", 16, lambda d: QueuedEngine(d, backend="io_uring"), dev,
+                    size=8192) as (eng, bufs):
             loop = closed_loop if lean else submit_reap_loop
             res = loop(eng, "read", bufs, 8192, iter(offsets).__next__, max_ops=16, duration=30,
                        latencies=array("d"))
             out.append((res.ops, res.bytes, res.stopped, [bytes(b) for b in bufs]))
-        finally:
-            eng.close()
-            for b in bufs:
-                b.close()
     assert out[0] == out[1]
     assert out[0][3][5] == data[5 * 8192:6 * 8192]

@@ -98,14 +98,21 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         if isinstance(e, KeyboardInterrupt):
             raise Interrupted("interrupted; cleanup has run") from None
         raise
-    where = None if no_save else _save(doc, db)
-    failed = not doc.get("complete")
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        render(doc, mib=mib)
-        if where and not failed:
-            click.echo(f"saved to {where}", err=True)
+    # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
+    # shown, then ends the command (exit 130) without losing the result
+    from cardbench.verify.quick import signals_held
+    with signals_held() as sigs:
+        where = None if no_save else _save(doc, db)
+        failed = not doc.get("complete")
+        if as_json:
+            click.echo(json.dumps(doc, indent=2))
+        else:
+            render(doc, mib=mib)
+            if where and not failed:
+                click.echo(f"saved to {where}", err=True)
+    if sigs:
+        raise Interrupted("interrupted after the check had finished; its result was "
+                          + ("saved" if where else "shown above"))
     if failed:
         # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
         # and said in one line with the exit code of a card that failed during the test

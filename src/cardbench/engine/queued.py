@@ -16,6 +16,16 @@ after ``open`` the one in use is in ``engine.backend`` and workloads record it):
     ``completed`` just after the call that returned it (fio's "lat", slightly more than its
     "clat").
 
+    ``closed_loop`` (what pattern runs use, see :func:`cardbench.engine.base.closed_loop`) runs
+    on the ring directly: one slot per buffer whose submission entry is written once, so an
+    operation going out again costs a new offset and a ring index; completions are read from
+    the CQ ring through memoryviews, with no IoOp or Completion object. Refills go to the
+    kernel two at a time as well, and each pass waits for at least one completion. Random
+    4 KiB QD32 against fio in the same run (``bench/engine_vs_fio.py``-style pairs): handing
+    over 1 / 2 / all 32 at a time gave 0.98 / 0.97 / 0.81 of fio on a file on the virtio disk
+    and 0.94 / 0.99 / 1.06 on a loop device (CPU-bound there: fewer system calls win), so 2.
+    CPU time per operation fell from ~5 us to ~3.5 us (fio: ~3).
+
     Memory ordering: on x86-64 (TSO) the rings are read and written with plain loads and
     stores, as liburing does there. On other architectures the ring is only used with
     ``IORING_SETUP_DEFER_TASKRUN`` (Linux 6.1+), where the kernel posts completions in our own
@@ -62,9 +72,10 @@ BACKENDS = ("auto", "io_uring", "threads", "direct")
 DEFAULT_SUBMIT_BATCH = 2
 
 BACKEND_NOTE = (
-    "bench/engine_vs_fio.py on a virtio disk (2 vCPUs, shared with other jobs; fio-vs-fio A/A ratios "
-    "0.84-1.10): random 4 KiB QD32 io_uring 0.84-0.97x fio on a file, 0.67-0.9x on a loop device; "
-    "threads 0.36-0.59x; QD1 direct preadv/pwritev 0.93-1.2x fio (io_uring at QD1 ~0.93x)"
+    "bench/engine_vs_fio.py, 9 rounds of 1 s, on a virtio disk (2 vCPUs; fio on huge-page buffers like "
+    "ours): random 4 KiB QD32 io_uring 0.97-1.02x fio on a file and on a loop device; threads "
+    "0.36-0.71x; sequential 1 MiB 0.98-1.16x; QD1 direct preadv/pwritev 0.94-1.04x unpinned, "
+    "0.89-0.96x with both tools pinned to the CPU that takes the disk's interrupts"
 )
 
 # --- io_uring ABI (include/uapi/linux/io_uring.h) -------------------------------------------

@@ -20,6 +20,7 @@ import fcntl
 import os
 import signal
 import struct
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -48,28 +49,47 @@ def _geometry(fd: int) -> tuple[int, int]:
 
 @contextmanager
 def signals_held() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM while restoring; yields a list that receives the signals that came."""
+    """Hold SIGINT/SIGTERM while restoring (or saving); yields a list that receives the signals
+    that came. The caller decides what to do about them afterwards.
+
+    Two things are needed: the signals are blocked, and (in the main thread) their Python
+    handlers are swapped for one that only records. A signal that arrived just before the block
+    has already been caught at the C level; Python would run its handler at the next bytecode
+    boundary, inside the held region, and raise there (a restore half done). The recording
+    handler takes it instead."""
     got: list[int] = []
     sigs = {signal.SIGINT, signal.SIGTERM}
+    handlers: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        def record(signum, frame):
+            got.append(int(signum))
+        for s in sigs:
+            try:
+                handlers[s] = signal.signal(s, record)
+            except (OSError, ValueError):
+                pass
     try:
         old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     except (OSError, ValueError):
-        yield got
-        return
+        old = None
     try:
         yield got
     finally:
-        try:
-            pending = signal.sigpending() & sigs
-        except OSError:
-            pending = set()
-        for s in pending:
+        if old is not None:
             try:
-                signal.sigwait({s})   # consume it: the caller raises Interrupted itself
+                pending = signal.sigpending() & sigs
             except OSError:
-                pass
-            got.append(int(s))
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+                pending = set()
+            for s in pending:
+                try:
+                    signal.sigwait({s})   # consume it: the caller raises Interrupted itself
+                except OSError:
+                    pass
+                got.append(int(s))
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in handlers.items():
+            if h is not None:
+                signal.signal(s, h)
 
 
 def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
