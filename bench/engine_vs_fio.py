@@ -16,11 +16,15 @@ per-round ratios (each cardbench run against the fio run of the same round), and
 also gives the median figures. Runs are time-based (``--seconds``), on a 1 GiB area.
 Short runs and many rounds beat long runs and few: this machine's disk drifts by tens of
 percent within minutes, and a ratio is only as good as the pairing of its two runs.
-Both tools run pinned to the same CPU (``--cpu``, default the last one; fio inherits it from
-this process): at QD1 the CPU a process runs on decides whether the disk's interrupt wakes it
-locally or from the other CPU, worth 30% here (random 4 KiB reads, either tool: 55-58 MB/s on
-CPU 0, 75-85 MB/s on CPU 1, which takes the virtio disk's interrupts). Unpinned, the scheduler
-places a long-lived Python process and a fresh fio differently, and the ratio measures that.
+CPU placement (``--cpu``): by default neither tool is pinned, as people run them. At QD1 the
+CPU a process runs on decides whether the disk's interrupt wakes it locally or from the other
+CPU, worth 30% here (random 4 KiB reads, either tool: 55-58 MB/s on CPU 0, 75-85 MB/s on CPU 1,
+which takes the virtio disk's interrupts), so unpinned ratios carry that luck. ``--cpu N`` (or
+``last``) pins this process and the fio it starts (fio inherits it) to one CPU: the same place
+for both, but then that CPU also does all the interrupt and loop-device work, the runs become
+CPU-bound, and cardbench's higher CPU time per operation (Python: 1-4 us more than fio, and
+more kernel time around it) shows in the rate: on this machine random 4 KiB QD32 writes on a
+file fell from 0.98-1.02 of fio unpinned to 0.85 pinned.
 Each tool's buffers: cardbench puts large buffers on huge pages, so a 1 MiB request is one
 piece of memory; fio gets the same with ``--mem=shmhuge`` (``--fio-mem``, default where huge
 pages can be reserved; the setting is put back afterwards). With fio's default malloc buffers
@@ -176,9 +180,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="cProfile the cardbench runs, print the top entries")
-    ap.add_argument("--cpu", default="last",
-                    help="pin this process and the fio it starts to one CPU: a number, 'last' (default) or "
-                         "'none'; see the module docstring")
+    ap.add_argument("--cpu", default="none",
+                    help="pin this process and the fio it starts to one CPU: a number, 'last' or "
+                         "'none' (default); see the module docstring")
     ap.add_argument("--fio-mem", default="auto",
                     help="fio's --mem: auto (shmhuge where huge pages can be reserved, else malloc), "
                          "shmhuge or malloc")
