@@ -296,3 +296,13 @@ class Row:
         text = re.sub(r"/tmp/\S*?/cardbench-emu-[^/\s]+/fs/card0", "<mnt>", text)
         text = re.sub(r"/tmp/pytest-of-[^\s:;,)]*", "<tmp>", text)
         self.observed.append(text if len(text) <= 150 else text[:147] + "...")
+
+
+def nothing_left(row, emu_dir, db=None) -> None:
+    """No loop device, mount or server of ours, no cardbench child, the store (if any) intact."""
+    assert leftovers(emu_dir) == [], leftovers(emu_dir)
+    assert losetup_lines(emu_dir) == []
+    assert cardbench_children() == []
+    if db is not None:
+        assert_store_intact(db)
+    row.saw("no loop/mount/process left" + ("; store intact" if db is not None else ""))

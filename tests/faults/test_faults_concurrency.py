@@ -8,21 +8,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from faults_helpers import (assert_store_intact, card, cardbench_children, counters, files_in, leftovers,
-                            losetup_lines, needs_emulator, one_error_line, run_cli, start_cli, stored,
-                            stored_verify, wait_until, when_written)
+from faults_helpers import (card, counters, files_in, needs_emulator, nothing_left, one_error_line, run_cli,
+                          start_cli, stored, stored_verify, wait_until, when_written)
 
 from cardbench.units import MB, MiB
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
-
-
-def nothing_left(row, emu_dir, db) -> None:
-    assert leftovers(emu_dir) == [], leftovers(emu_dir)
-    assert losetup_lines(emu_dir) == []
-    assert cardbench_children() == []
-    assert_store_intact(db)
-    row.saw("no loop/mount/process left; store intact")
 
 
 def refused(q, first_pid: int) -> str:

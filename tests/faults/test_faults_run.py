@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (assert_partial_stored, assert_store_intact, card, cardbench_children, counters,
-                            files_in, journals, leftovers, losetup_lines, needs_emulator, one_error_line, run_cli,
-                            scribble, sha256_device, start_cli, stored, wait_until, when_read, when_written)
+from faults_helpers import (assert_partial_stored, card, counters, files_in, journals, needs_emulator,
+                          nothing_left, one_error_line, run_cli, scribble, sha256_device, start_cli, stored,
+                          wait_until, when_read, when_written)
 
 from cardbench.units import MB, MiB
 
@@ -37,16 +37,6 @@ SIZE = 8 * MB
 RUN_ARGS = ("--size", "8MB", "--runs", "1")
 WRITTEN = 2 * SIZE
 ALL_IO = 2.4   # seconds of card time in such a run
-
-
-def nothing_left(row, emu_dir, db=None) -> None:
-    """No loop device, mount or server of ours, no cardbench child, the store intact."""
-    assert leftovers(emu_dir) == [], leftovers(emu_dir)
-    assert losetup_lines(emu_dir) == []
-    assert cardbench_children() == []
-    if db is not None:
-        assert_store_intact(db)
-    row.saw("no loop/mount/process left" + ("; store intact" if db is not None else ""))
 
 
 def writable(mnt: str) -> bool:

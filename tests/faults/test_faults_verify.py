@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (VERIFY_FILE_RE, assert_store_intact, card, cardbench_children, counters, files_in,
-                            journals, leftovers, losetup_lines, needs_emulator, one_error_line, run_cli, scribble,
-                            sha256_device, start_cli, stored_verify, wait_until, when_read, when_written)
+from faults_helpers import (card, counters, files_in, journals, needs_emulator, nothing_left, one_error_line,
+                          run_cli, scribble, sha256_device, start_cli, stored_verify, VERIFY_FILE_RE,
+                          wait_until, when_read, when_written)
 
 from cardbench.units import MB, MiB
 
@@ -32,14 +32,6 @@ RNG = random.Random(SEED + 1)
 
 QUICK = dict(size=128 * MiB, write_rate=20 * MB, read_rate=40 * MB)
 FULL = dict(size=64 * MiB, write_rate=20 * MB, read_rate=40 * MB)
-
-
-def nothing_left(row, emu_dir, db) -> None:
-    assert leftovers(emu_dir) == [], leftovers(emu_dir)
-    assert losetup_lines(emu_dir) == []
-    assert cardbench_children() == []
-    assert_store_intact(db)
-    row.saw("no loop/mount/process left; store intact")
 
 
 def incomplete_doc(db, *words) -> dict:

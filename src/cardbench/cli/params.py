@@ -11,21 +11,18 @@ import click
 from cardbench.units import UnitError, parse_duration, parse_size
 
 
-def size(ctx, param, value):
-    """``16MB``, ``64MiB``, ``4096`` -> bytes (None stays None)."""
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UnitError as e:
-        raise click.BadParameter(str(e)) from None
+def _reader(parse, doc: str):
+    """A click callback that reads a value with ``parse`` (None stays None)."""
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except UnitError as e:
+            raise click.BadParameter(str(e)) from None
+    callback.__doc__ = doc
+    return callback
 
 
-def seconds(ctx, param, value):
-    """``10``, ``10s``, ``250ms``, ``2m`` -> seconds > 0 (None stays None)."""
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except UnitError as e:
-        raise click.BadParameter(str(e)) from None
+size = _reader(parse_size, "``16MB``, ``64MiB``, ``4096`` -> bytes (None stays None).")
+seconds = _reader(parse_duration, "``10``, ``10s``, ``250ms``, ``2m`` -> seconds > 0 (None stays None).")
