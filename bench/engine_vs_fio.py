@@ -11,11 +11,20 @@ Cases and goals (cardbench / fio, bytes/s):
   rand 4 KiB QD32 read and write          >= 0.90
 
 Every round runs each engine once per case, in an order that alternates between rounds
-(ABC, CBA, ...) so drift and neighbours' load spread evenly; the ratio is the median of the
-per-round ratios (each cardbench run against the fio run of the same round), and the table
-also gives the median figures. Runs are time-based (``--seconds``), on a 1 GiB area.
-Short runs and many rounds beat long runs and few: this machine's disk drifts by tens of
-percent within minutes, and a ratio is only as good as the pairing of its two runs.
+(ABC, CBA, ...) so drift and neighbours' load spread evenly; a row's ratio is the median of
+its per-round ratios (each cardbench run against the fio run of the same round), printed with
+the 95% interval of that median (distribution-free, from the ranks), and the table also gives
+the median figures. Runs are time-based (``--seconds``), on a 1 GiB area.
+How many rounds: this machine's disk is shared, and two runs of the same fio job a second
+apart differ by 6-8% (standard deviation of the fio-against-fio ratio), whether the runs last
+0.5, 1, 2 or 4 s (measured: rand 4 KiB QD1 reads, 8-24 pairs each) and whether or not the
+tools are pinned. Longer runs do not help, more pairs do: the median of n pairs is uncertain
+by about 1.25 x 7% / sqrt(n), 2.9% with 9 pairs, 2.2% with 16. Hence 16 rounds of 0.5 s (the
+same wall time as 9 of 1 s, fio needing ~0.3 s to start). A row whose goal lies inside its
+interval is "below, within noise"; "MISSED" means the whole interval is under the goal.
+Each of the four goals is judged on the median of all its rows' pairs (6-8 rows, ~100 pairs,
+about 1% uncertain) and on none of its rows being below beyond the noise; the lowest row is
+printed beside it.
 CPU placement (``--cpu``): by default neither tool is pinned, as people run them. At QD1 the
 CPU a process runs on decides whether the disk's interrupt wakes it locally or from the other
 CPU, worth 30% here (random 4 KiB reads, either tool: 55-58 MB/s on CPU 0, 75-85 MB/s on CPU 1,
@@ -23,8 +32,9 @@ which takes the virtio disk's interrupts), so unpinned ratios carry that luck. `
 ``last``) pins this process and the fio it starts (fio inherits it) to one CPU: the same place
 for both, but then that CPU also does all the interrupt and loop-device work, the runs become
 CPU-bound, and cardbench's higher CPU time per operation (Python: 1-4 us more than fio, and
-more kernel time around it) shows in the rate: on this machine random 4 KiB QD32 writes on a
-file fell from 0.98-1.02 of fio unpinned to 0.85 pinned.
+more kernel time around it) shows in the rate: on this machine random 4 KiB QD1, over all its
+pairs, went from 1.008-1.015 of fio unpinned (two runs) to 0.939 pinned to CPU 1, with 2-4 us
+more CPU per operation than fio (24.8 against 21.2 us for the file's reads).
 Each tool's buffers: cardbench puts large buffers on huge pages, so a 1 MiB request is one
 piece of memory; fio gets the same with ``--mem=shmhuge`` (``--fio-mem``, default where huge
 pages can be reserved; the setting is put back afterwards). With fio's default malloc buffers
@@ -32,13 +42,12 @@ pages can be reserved; the setting is put back afterwards). With fio's default m
 (max_segments 128) must split and the virtio disk (254) carries as that many pieces: fio then
 reads at 0.4-0.5 of the rate it reaches with huge pages.
 The queued engine's thread-pool fallback (``queued/threads``) is shown for information; the
-goals are for the engines cardbench uses (sync, queued on io_uring). The last lines give each
-goal against the lowest ratio of its rows.
+goals are for the engines cardbench uses (sync, queued on io_uring).
 A second fio run per round ("fio again (A/A)") is compared with the first the same way: its
-ratio and range are the noise floor of the machine at that moment (a shared disk, other
+ratio and interval are the noise floor of the machine at that moment (a shared disk, other
 people's jobs), against which the other ratios should be read.
 
-    python bench/engine_vs_fio.py                  # everything, 9 rounds of 1 s
+    python bench/engine_vs_fio.py                  # everything, 16 rounds of 0.5 s
     python bench/engine_vs_fio.py --rounds 3 --targets file --cases rand_read_4k_q32t1
     python bench/engine_vs_fio.py --profile        # cProfile the cardbench side of each case
 """
@@ -55,8 +64,10 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from cardbench.engine.fio import run_fio
+from cardbench.stats import median_ci
 from cardbench.workloads.random import TestArea, open_area, parse_pattern, run_once
 
 AREA = 1 << 30
@@ -87,18 +98,57 @@ GOALS = [("sequential 1 MiB read", ("seq_read_1m_q8t1", "seq_read_1m_q1t1"), 0.9
          ("random 4 KiB QD32", ("rand_read_4k_q32t1", "rand_write_4k_q32t1"), 0.90)]
 
 
+@dataclass
+class Row:
+    """One engine on one case and target, against the fio runs of the same rounds."""
+
+    target: str
+    case: str
+    engine: str
+    goal: float | None
+    ratios: list[float]     # per round: this engine's rate / the reference fio run's
+    ours: float             # median rates (B/s), p50 latencies (s), CPU time per operation (s)
+    fio: float
+    p50: float
+    fio_p50: float
+    cpu: float
+    fio_cpu: float
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return median_ci(self.ratios)
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.ratio, self.ci, self.goal, self.engine)
+
+
 def fmt_rate(b: float) -> str:
     return f"{b / 1e6:8.1f}"
 
 
-def verdict(ratio: float, goal: float | None, engine: str) -> str:
+def verdict(ratio: float, ci: tuple[float, float] | None, goal: float | None, engine: str) -> str:
+    """A row's word: at or above its goal, below it within the noise (the goal lies inside the
+    95% interval of the median ratio), or below it beyond the noise."""
     if engine == AA:
         return "noise floor"
     if engine == FIO_MALLOC:
         return "info (fio's default buffers)"
     if goal is None:
         return "info (fallback)"
-    return f"goal {goal:.2f} {'ok' if ratio >= goal else 'MISSED'}"
+    if ratio >= goal:
+        return f"goal {goal:.2f} ok"
+    if ci is not None and ci[1] >= goal:
+        return f"goal {goal:.2f} below, within noise"
+    return f"goal {goal:.2f} MISSED"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "n/a" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}"
 
 
 def make_loop(directory: str, size: int) -> tuple[str, str]:
@@ -177,8 +227,8 @@ def main() -> int:
     ap.add_argument("--dir", default="/var/tmp", help="where the file and the loop device's backing file go")
     ap.add_argument("--targets", default="file,loop")
     ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=0.5)
     ap.add_argument("--profile", action="store_true", help="cProfile the cardbench runs, print the top entries")
     ap.add_argument("--cpu", default="none",
                     help="pin this process and the fio it starts to one CPU: a number, 'last' or "
@@ -197,7 +247,7 @@ def main() -> int:
     targets = args.targets.split(",")
     areas: list[tuple[str, TestArea]] = []
     cleanup: list = []
-    rows = []
+    rows: list[Row] = []
     try:
         if "file" in targets:
             a = open_area(args.dir, AREA, max_fill_seconds=None)
@@ -242,45 +292,53 @@ def main() -> int:
                     seq = order if r % 2 == 0 else list(reversed(order))
                     for e in seq:
                         res[e].append(one(area, case, e, args.seconds, prof, fio_mem))
-                fio_rates = [run.bytes_per_s for run in res["fio"]]
                 for e in [e for e in order if e != "fio"]:
-                    rates = [run.bytes_per_s for run in res[e]]
-                    ratios = [a / b for a, b in zip(rates, fio_rates)]
-                    ratio = statistics.median(ratios)
-                    p50 = statistics.median(run.latency_s["p50"] for run in res[e])
-                    fp50 = statistics.median(run.latency_s["p50"] for run in res["fio"])
-                    row_goal = None if e in (AA, FALLBACK, FIO_MALLOC) else goal
-                    cpu = statistics.median(run.extra["cpu_s"] / run.ops for run in res[e])
-                    fcpu = statistics.median(run.extra["cpu_s"] / run.ops for run in res["fio"])
-                    rows.append((tname, case, e, statistics.median(rates), statistics.median(fio_rates),
-                                 ratio, min(ratios), max(ratios), row_goal, p50, fp50, cpu, fcpu))
-                    r = rows[-1]
-                    print(f"  {tname:4} {case:20} {e:15} {fmt_rate(r[3])} MB/s  fio {fmt_rate(r[4])} MB/s  "
-                          f"ratio {r[5]:.3f} [{r[6]:.2f}-{r[7]:.2f}]  {verdict(ratio, row_goal, e)}  "
-                          f"cpu/op {cpu * 1e6:.1f} us (fio {fcpu * 1e6:.1f})", flush=True)
+                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"])]
+                    row = Row(tname, case, e, None if e in (AA, FALLBACK, FIO_MALLOC) else goal, ratios,
+                              ours=statistics.median(run.bytes_per_s for run in res[e]),
+                              fio=statistics.median(run.bytes_per_s for run in res["fio"]),
+                              p50=statistics.median(run.latency_s["p50"] for run in res[e]),
+                              fio_p50=statistics.median(run.latency_s["p50"] for run in res["fio"]),
+                              cpu=statistics.median(run.extra["cpu_s"] / run.ops for run in res[e]),
+                              fio_cpu=statistics.median(run.extra["cpu_s"] / run.ops for run in res["fio"]))
+                    rows.append(row)
+                    print(f"  {tname:4} {case:20} {e:15} {fmt_rate(row.ours)} MB/s  fio {fmt_rate(row.fio)} MB/s  "
+                          f"ratio {row.ratio:.3f} (95% {fmt_ci(row.ci)})  {row.verdict}  "
+                          f"cpu/op {row.cpu * 1e6:.1f} us (fio {row.fio_cpu * 1e6:.1f})", flush=True)
                 if prof is not None:
                     s = io.StringIO()
                     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(8)
                     print("\n".join(s.getvalue().splitlines()[:22]))
         print(f"\n{'target':6} {'case':20} {'engine':15} {'cardbench MB/s':>14} {'fio MB/s':>9} {'ratio':>6} "
-              f"{'range':>11} {'goal':>5}  {'p50 us':>7} {'fio p50':>7} {'cpu/op us':>9} {'fio cpu':>7}")
-        for t, case, e, ours, fio, ratio, lo, hi, goal, p50, fp50, cpu, fcpu in rows:
-            print(f"{t:6} {case:20} {e:15} {ours / 1e6:14.1f} {fio / 1e6:9.1f} {ratio:6.3f} "
-                  f"{lo:5.2f}-{hi:<5.2f} {'-' if goal is None else format(goal, '.2f'):>5}  {p50 * 1e6:7.0f} "
-                  f"{fp50 * 1e6:7.0f} {cpu * 1e6:9.1f} {fcpu * 1e6:7.1f}  {verdict(ratio, goal, e)}")
-        print("p50: cardbench times an operation from before the submitting call (fio's 'lat'); fio's p50 is "
-              "its 'clat' (after the submitting call). cpu/op: user + system CPU time per operation "
-              "(the cost of the tool itself, robust to a busy disk).")
-        print("\nThe goals (median ratio of each row; the lowest row of each goal):")
+              f"{'95% interval':>12} {'goal':>5}  {'p50 us':>7} {'fio p50':>7} {'cpu/op us':>9} {'fio cpu':>7}")
+        for r in rows:
+            print(f"{r.target:6} {r.case:20} {r.engine:15} {r.ours / 1e6:14.1f} {r.fio / 1e6:9.1f} {r.ratio:6.3f} "
+                  f"{fmt_ci(r.ci):>12} {'-' if r.goal is None else format(r.goal, '.2f'):>5}  {r.p50 * 1e6:7.0f} "
+                  f"{r.fio_p50 * 1e6:7.0f} {r.cpu * 1e6:9.1f} {r.fio_cpu * 1e6:7.1f}  {r.verdict}")
+        print("ratio: the median of the per-round ratios (cardbench / the fio run of the same round); 95% "
+              "interval: of that median, from the ranks of the ratios (distribution-free). p50: cardbench "
+              "times an operation from before the submitting call (fio's 'lat'); fio's p50 is its 'clat' (after "
+              "the submitting call). cpu/op: user + system CPU time per operation (the cost of the tool itself, "
+              "robust to a busy disk).")
+        print("\nThe goals: each goal's ratio is the median of all its rows' per-round ratios; it is met when "
+              "that is at or above the goal and no row is below the goal beyond the noise (its whole 95% "
+              "interval under the goal).")
         for label, goal_cases, goal in GOALS:
-            mine = [r for r in rows if r[8] is not None and r[1] in goal_cases]
+            mine = [r for r in rows if r.goal is not None and r.case in goal_cases]
             if not mine:
                 continue
-            worst = min(mine, key=lambda r: r[5])
-            noise = [r[5] for r in rows if r[2] == AA and r[1] in goal_cases]
-            aa = f"; fio A/A on these cases {min(noise):.3f}-{max(noise):.3f}" if noise else ""
-            print(f"  {label:22} >= {goal:.2f}: lowest {worst[5]:.3f} ({worst[0]} {worst[1]} {worst[2]}) "
-                  f"of {len(mine)} rows  {'met' if worst[5] >= goal else 'MISSED'}{aa}")
+            pooled = [x for r in mine for x in r.ratios]
+            ratio, ci = statistics.median(pooled), median_ci(pooled)
+            worst = min(mine, key=lambda r: r.ratio)
+            beyond = [r for r in mine if r.ci is not None and r.ci[1] < goal]
+            met = ratio >= goal and not beyond
+            aa = [x for r in rows if r.engine == AA and r.case in goal_cases for x in r.ratios]
+            aa_txt = f"; fio A/A on these cases {statistics.median(aa):.3f} (95% {fmt_ci(median_ci(aa))})" if aa else ""
+            print(f"  {label:22} >= {goal:.2f}: {ratio:.3f} (95% {fmt_ci(ci)}, {len(pooled)} pairs in "
+                  f"{len(mine)} rows)  {'met' if met else 'MISSED'}{aa_txt}")
+            print(f"  {'':22}          lowest row {worst.ratio:.3f} (95% {fmt_ci(worst.ci)}) {worst.target} "
+                  f"{worst.case} {worst.engine}; rows below beyond the noise: "
+                  f"{', '.join(f'{r.target} {r.case} {r.engine}' for r in beyond) or 'none'}")
         print(f"\n{time.time() - t_start:.0f} s, load {os.getloadavg()[0]:.1f} at the end")
     finally:
         for fn in reversed(cleanup):

@@ -65,6 +65,30 @@ def summarize(values: list[float]) -> Summary:
                    outliers=outliers)
 
 
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free confidence interval of the median: the k-th smallest and the k-th
+    largest value, k the largest rank with P(Binomial(n, 1/2) < k) <= (1 - level) / 2, so the
+    interval covers the true median with at least ``level`` probability whatever the
+    distribution (9 values: the 2nd and 8th, 96%; 16 values: the 4th and 13th, 98%). None when
+    there are too few values for the level (fewer than 6 at 95%)."""
+    if not 0 < level < 1:
+        raise ValueError("level must be between 0 and 1")
+    s = sorted(values)
+    n = len(s)
+    tail = (1 - level) / 2
+    k = 0
+    below = 0.0        # P(B <= k - 1), B ~ Binomial(n, 1/2)
+    while k < n:
+        p = math.comb(n, k) / 2 ** n
+        if below + p > tail:
+            break
+        below += p
+        k += 1
+    if k == 0:
+        return None
+    return s[k - 1], s[n - k]
+
+
 def percentiles(values: list[float], points: tuple[float, ...] = (50, 90, 99, 99.9)) -> dict[str, float]:
     """Percentiles by linear interpolation between closest ranks, plus "max".
 
