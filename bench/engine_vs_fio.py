@@ -239,6 +239,13 @@ def main() -> int:
     ap.add_argument("--no-control", dest="control", action="store_false",
                     help="skip the fio-against-fio (A/A) row that shows the noise floor of each ratio")
     args = ap.parse_args()
+    if args.rounds < 1 or not args.seconds > 0:
+        ap.error("--rounds must be at least 1 and --seconds above 0 (6 rounds or more give a 95% interval)")
+    if args.cpu not in ("none", "last") and not (args.cpu.isdigit() and int(args.cpu) in os.sched_getaffinity(0)):
+        ap.error(f"--cpu must be 'none', 'last' or one of CPUs {sorted(os.sched_getaffinity(0))}")
+    unknown = set(args.cases.split(",")) - {c[0] for c in CASES}
+    if unknown or not set(args.targets.split(",")) <= {"file", "loop"}:
+        ap.error(f"--cases from {', '.join(c[0] for c in CASES)}; --targets from file,loop")
     if not shutil.which("fio"):
         print("fio is not installed", file=sys.stderr)
         return 2
