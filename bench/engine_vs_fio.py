@@ -142,7 +142,9 @@ def verdict(ratio: float, ci: tuple[float, float] | None, goal: float | None, en
         return "info (fallback)"
     if ratio >= goal:
         return f"goal {goal:.2f} ok"
-    if ci is not None and ci[1] >= goal:
+    if ci is None:
+        return f"goal {goal:.2f} below (too few rounds to tell noise from a miss)"
+    if ci[1] >= goal:
         return f"goal {goal:.2f} below, within noise"
     return f"goal {goal:.2f} MISSED"
 
@@ -338,11 +340,13 @@ def main() -> int:
             ratio, ci = statistics.median(pooled), median_ci(pooled)
             worst = min(mine, key=lambda r: r.ratio)
             beyond = [r for r in mine if r.ci is not None and r.ci[1] < goal]
+            judged = ci is not None and all(r.ci is not None for r in mine)
             met = ratio >= goal and not beyond
             aa = [x for r in rows if r.engine == AA and r.case in goal_cases for x in r.ratios]
             aa_txt = f"; fio A/A on these cases {statistics.median(aa):.3f} (95% {fmt_ci(median_ci(aa))})" if aa else ""
             print(f"  {label:22} >= {goal:.2f}: {ratio:.3f} (95% {fmt_ci(ci)}, {len(pooled)} pairs in "
-                  f"{len(mine)} rows)  {'met' if met else 'MISSED'}{aa_txt}")
+                  f"{len(mine)} rows)  {('met' if met else 'MISSED') if judged else 'not judged (fewer than 6 rounds)'}"
+                  f"{aa_txt}")
             print(f"  {'':22}          lowest row {worst.ratio:.3f} (95% {fmt_ci(worst.ci)}) {worst.target} "
                   f"{worst.case} {worst.engine}; rows below beyond the noise: "
                   f"{', '.join(f'{r.target} {r.case} {r.engine}' for r in beyond) or 'none'}")
