@@ -33,7 +33,7 @@ which takes the virtio disk's interrupts), so unpinned ratios carry that luck. `
 for both, but then that CPU also does all the interrupt and loop-device work, the runs become
 CPU-bound, and cardbench's higher CPU time per operation (Python: 1-4 us more than fio, and
 more kernel time around it) shows in the rate: on this machine random 4 KiB QD1, over all its
-pairs, went from 1.008-1.015 of fio unpinned (two runs) to 0.939 pinned to CPU 1, with 2-4 us
+pairs, went from 1.008-1.018 of fio unpinned (three runs) to 0.939 pinned to CPU 1, with 2-4 us
 more CPU per operation than fio (24.8 against 21.2 us for the file's reads).
 Each tool's buffers: cardbench puts large buffers on huge pages, so a 1 MiB request is one
 piece of memory; fio gets the same with ``--mem=shmhuge`` (``--fio-mem``, default where huge

@@ -73,8 +73,8 @@ DEFAULT_SUBMIT_BATCH = 2
 
 BACKEND_NOTE = (
     "bench/engine_vs_fio.py, 16 rounds of 0.5 s, on a virtio disk (2 vCPUs; fio on huge-page buffers like "
-    "ours), median ratios to fio over two unpinned runs: random 4 KiB QD32 io_uring 0.95-1.15 on a file and "
-    "on a loop device; threads 0.31-0.73; sequential 1 MiB 0.96-1.07; QD1 direct preadv/pwritev 0.96-1.09 "
+    "ours), median ratios to fio over three unpinned runs: random 4 KiB QD32 io_uring 0.95-1.15 on a file "
+    "and on a loop device; threads 0.31-0.73; sequential 1 MiB 0.96-1.09; QD1 direct preadv/pwritev 0.96-1.09 "
     "unpinned, 0.90-1.00 (0.94 over all pairs) with both tools pinned to the CPU that takes the disk's interrupts"
 )
 
