@@ -75,6 +75,20 @@ def test_stored_and_listed(loop_ext4, db_path):
     assert len(lines) == 2 and "PNY" in lines[1]
 
 
+def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
+    # $CARDBENCH_DB is the default of `run` as of `results`: what one stores the other lists
+    station = str(tmp_path / "station.sqlite3")
+    monkeypatch.setenv("CARDBENCH_DB", station)
+    p = run_cli("run", loop_ext4, "--size", "1MB", "--runs", "1", "--brand", "Lexar", "--capacity", "48MB")
+    assert p.returncode == 0, p.stderr
+    p = run_cli("results", "--format", "csv")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.strip().splitlines()) == 2 and "Lexar" in p.stdout
+    monkeypatch.delenv("CARDBENCH_DB")
+    p = run_cli("results", "--db", station, "--format", "csv")
+    assert "Lexar" in p.stdout
+
+
 @pytest.mark.parametrize("args,needle", [
     (["run", "/nonexistent/dir"], "no such directory"),
     (["run", "/etc/hostname"], "not a directory"),

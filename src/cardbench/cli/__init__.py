@@ -70,7 +70,7 @@ def output_result(result: Result, fmt: str, mib: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Short for --format json.")
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
-@click.option("--db", help="Results database: a SQLite path or postgresql:// URL (default: user data dir).")
+@params.db_option
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
 @click.option("--positions", type=int, default=16, show_default=True,
               help="Block device: positions sampled over the device by raw_read/raw_write.")

@@ -1,4 +1,5 @@
-"""Click callbacks that read units at the edge (cardbench.units): ``--size 16MB``, ``--time-budget 30s``.
+"""What several commands share at the edge: callbacks that read units (cardbench.units:
+``--size 16MB``, ``--time-budget 30s``) and the ``--db`` option.
 
 A value that cannot be read becomes click's BadParameter, which the main entry point prints as
 one line with exit code 2.
@@ -26,3 +27,8 @@ def _reader(parse, doc: str):
 
 size = _reader(parse_size, "``16MB``, ``64MiB``, ``4096`` -> bytes (None stays None).")
 seconds = _reader(parse_duration, "``10``, ``10s``, ``250ms``, ``2m`` -> seconds > 0 (None stays None).")
+
+#: ``--db`` of every command that stores or reads results (not the demo, which keeps its own file)
+db_option = click.option("--db", envvar="CARDBENCH_DB", metavar="PATH|URL",
+                         help="Results database: a SQLite path, sqlite:///path or postgresql://... "
+                              "(default: $CARDBENCH_DB, else results.sqlite3 in the user data dir).")

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from cardbench.cli import params
+
 from cardbench.units import MB
 
 
@@ -52,8 +54,7 @@ def render_table(rows: list[dict[str, Any]]) -> None:
 
 
 @click.command("readers")
-@click.option("--db", "db", default=None, metavar="PATH|URL",
-              help="Results database (SQLite path or PostgreSQL URL); default: the user's cardbench database.")
+@params.db_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="Output format.")
 @click.option("--rejudge", is_flag=True,
@@ -66,10 +67,10 @@ def readers(db: str | None, fmt: str, rejudge: bool) -> None:
     reader (their label claims above it inconclusive): after each `cardbench run`, or here with
     --rejudge.
     """
-    from cardbench.store import open_store
+    from cardbench.cli.results_cmd import open_to_read
     from cardbench.verdicts.readers import reader_ceilings, rejudge_reader
 
-    with open_store(db) as store:
+    with open_to_read(db) as store:
         if rejudge:
             changed = 0
             for identity in dict.fromkeys(r.reader.identity() for r in store.results()):

@@ -3,7 +3,9 @@
 Each is a thin layer: parse options, call cardbench.store / cardbench.report / cardbench.importers,
 print. Bad input raises cardbench.errors exceptions (one line; the main group prints them).
 The database is ``--db`` (a SQLite path, ``sqlite:///path`` or ``postgresql://...``), else the
-``CARDBENCH_DB`` environment variable, else the default file in the user data directory.
+``CARDBENCH_DB`` environment variable, else the default file in the user data directory. The
+commands that only read (and ``readers``) open it with :func:`open_to_read`: a named file that
+does not exist is refused, not created empty.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from pathlib import Path
 
 import click
 
+from cardbench.cli import params
 from cardbench.errors import UsageError
 
 FORMATS = ["table", "md", "csv", "json"]
 
-_db_option = click.option("--db", envvar="CARDBENCH_DB", metavar="PATH|URL",
-                          help="Results database: a SQLite path, sqlite:///path or postgresql://... "
-                               "(default: $CARDBENCH_DB, else results.sqlite3 in the user data dir).")
+
+def open_to_read(db: str | None):
+    """The store for a command that reads it: a --db (or $CARDBENCH_DB) path that does not exist
+    is an error (a typo must not become a new empty database); the default one may be new."""
+    from cardbench.store import open_store
+    return open_store(db, create=db is None)
 
 
 def _filters(f):
@@ -52,7 +58,7 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
 
 
 @click.command("results")
-@_db_option
+@params.db_option
 @_filters
 @click.option("--sort", default="started", show_default=True, metavar="KEY",
               help="started, card, reader, write, read, source or id; a leading '-' reverses (e.g. -write).")
@@ -62,9 +68,8 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
 def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib, run_id):
     """List stored results as the drawer table: one row per run."""
     from cardbench.report import render, render_result
-    from cardbench.store import open_store
 
-    with open_store(db) as store:
+    with open_to_read(db) as store:
         if run_id:
             click.echo(render_result(store.get(run_id), fmt, _unit(mib), width=_width()), nl=False)
             return
@@ -79,7 +84,7 @@ def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib,
 @click.command("compare")
 @click.argument("a")
 @click.argument("b")
-@_db_option
+@params.db_option
 @click.option("--by", type=click.Choice(["auto", "run", "card", "reader"]), default="auto", show_default=True,
               help="How to read A and B; auto tries a run id, then a card, then a reader.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -92,9 +97,8 @@ def compare(a, b, db, by, fmt, mib):
     """
     from cardbench.report.compare import compare as compare_groups
     from cardbench.report.compare import render_compare, resolve_group
-    from cardbench.store import open_store
 
-    with open_store(db) as store:
+    with open_to_read(db) as store:
         label_a, group_a = resolve_group(store, a, by)
         label_b, group_b = resolve_group(store, b, by)
     click.echo(render_compare(compare_groups(group_a, group_b), label_a, label_b, fmt, _unit(mib), width=_width()),
@@ -102,7 +106,7 @@ def compare(a, b, db, by, fmt, mib):
 
 
 @click.command("report")
-@_db_option
+@params.db_option
 @_filters
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, writable=True),
               help="Write one self-contained HTML file (table, charts, readers, verify verdicts).")
@@ -113,9 +117,8 @@ def compare(a, b, db, by, fmt, mib):
 def report(db, card, reader, since, until, test_name, complete, html_file, fmt, sort, mib):
     """A report of stored results: Markdown (default) or one HTML file with charts."""
     from cardbench.report import render
-    from cardbench.store import open_store
 
-    with open_store(db) as store:
+    with open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
         verify = store.verify_results(card=card, reader=reader) if html_file else []
     if html_file:
@@ -128,7 +131,7 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
 
 @click.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-@_db_option
+@params.db_option
 @click.option("--fio", "as_fio", is_flag=True, help="FILE is fio --output-format=json output.")
 @click.option("--format", "fmt", type=click.Choice(["cardbench", "fio", "table", "csv"]),
               help="The file's format (default: detected from its content).")
@@ -168,16 +171,15 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
 
 
 @click.command("export")
-@_db_option
+@params.db_option
 @_filters
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
               help="Where to write the JSON (cardbench.results/1); '-' is standard output.")
 def export(db, card, reader, since, until, test_name, complete, output):
     """Export stored results as JSON that `cardbench import` reads back identically."""
     from cardbench.report import results_json
-    from cardbench.store import open_store
 
-    with open_store(db) as store:
+    with open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete)
     text = results_json(found)
     if output == "-":

@@ -44,7 +44,7 @@ from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 @click.option("--seed", type=int, help="Make the run reproducible (data, positions, order).")
 @click.option("--json", "as_json", is_flag=True, help="Print the cardbench.verify/1 document.")
 @click.option("--mib", is_flag=True, help="Rates in MiB/s and sizes in MiB instead of MB/s and MB.")
-@click.option("--db", help="Results database: a SQLite path or postgresql:// URL (default: user data dir).")
+@params.db_option
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
 def verify(target, full, destructive, confirm_value, time_budget, resume, keep_files, file_size, journal_dir,
            assume_cache, seed, as_json, mib, db, no_save):

@@ -82,7 +82,7 @@ class SQLiteBackend(Backend):
     # a damaged file can hold text that is not UTF-8: sqlite3 raises UnicodeDecodeError reading it
     error_types = (sqlite3.Error, UnicodeDecodeError)
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, create: bool = True):
         p = Path(path).expanduser()
         self.path = p
         self.location = str(p)
@@ -90,6 +90,8 @@ class SQLiteBackend(Backend):
             raise StoreError(f"cannot open results database {p}: it is a directory")
         if not p.parent.is_dir():
             raise StoreError(f"cannot open results database {p}: directory {p.parent} does not exist")
+        if not create and not p.exists():
+            raise StoreError(f"no results database at {p}: nothing has been stored there (check --db or $CARDBENCH_DB)")
         existing = p.exists() and p.stat().st_size > 0
         if existing:
             try:

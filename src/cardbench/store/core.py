@@ -48,20 +48,22 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def open_store(url_or_path: str | os.PathLike | None = None) -> "Store":
+def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = True) -> "Store":
     """Open (creating and migrating as needed) a results store.
 
     ``None``: the default SQLite file in the user data directory. A path or ``sqlite:///path``:
     a SQLite file. ``postgresql://...`` / ``postgres://...``: a PostgreSQL database (needs
     ``cardbench[postgres]``). Raises StoreError (one line) when the store cannot be used.
+    ``create=False`` (for commands that only read): a SQLite file that does not exist is an
+    error instead of a new empty database, so a mistyped path is said, not silently created.
     """
-    return Store(url_or_path)
+    return Store(url_or_path, create=create)
 
 
 class Store:
     """A results database. Use as a context manager or call ``close()``."""
 
-    def __init__(self, url_or_path: str | os.PathLike | None = None, *,
+    def __init__(self, url_or_path: str | os.PathLike | None = None, *, create: bool = True,
                  _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
@@ -76,11 +78,11 @@ class Store:
                 path = path[2:]          # sqlite:///abs/path -> /abs/path ; sqlite:///rel -> /rel
             elif path.startswith("//"):
                 raise UsageError(f"not a SQLite URL: {text!r} (use sqlite:///path/to/file)")
-            self.backend = SQLiteBackend(path)
+            self.backend = SQLiteBackend(path, create=create)
         elif "://" in text:
             raise UsageError(f"unknown database URL {text!r} (use a file path, sqlite:///path or postgresql://...)")
         else:
-            self.backend = SQLiteBackend(text)
+            self.backend = SQLiteBackend(text, create=create)
         self.url = self._db.location
         try:
             self._migrate()
