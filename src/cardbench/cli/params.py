@@ -1,5 +1,5 @@
 """What several commands share at the edge: callbacks that read units (cardbench.units:
-``--size 16MB``, ``--time-budget 30s``) and the ``--db`` option.
+``--size 16MB``, ``--time-budget 30s``), the ``--db`` option and how a reading command opens it.
 
 A value that cannot be read becomes click's BadParameter, which the main entry point prints as
 one line with exit code 2.
@@ -32,3 +32,10 @@ seconds = _reader(parse_duration, "``10``, ``10s``, ``250ms``, ``2m`` -> seconds
 db_option = click.option("--db", envvar="CARDBENCH_DB", metavar="PATH|URL",
                          help="Results database: a SQLite path, sqlite:///path or postgresql://... "
                               "(default: $CARDBENCH_DB, else results.sqlite3 in the user data dir).")
+
+
+def open_to_read(db: str | None):
+    """The store for a command that only reads it: a --db (or $CARDBENCH_DB) path that does not
+    exist is an error (a typo must not become a new empty database); the default one may be new."""
+    from cardbench.store import open_store
+    return open_store(db, create=db is None)

@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from cardbench.cli import params
-
 from cardbench.units import MB
 
 
@@ -67,10 +66,9 @@ def readers(db: str | None, fmt: str, rejudge: bool) -> None:
     reader (their label claims above it inconclusive): after each `cardbench run`, or here with
     --rejudge.
     """
-    from cardbench.cli.results_cmd import open_to_read
     from cardbench.verdicts.readers import reader_ceilings, rejudge_reader
 
-    with open_to_read(db) as store:
+    with params.open_to_read(db) as store:
         if rejudge:
             changed = 0
             for identity in dict.fromkeys(r.reader.identity() for r in store.results()):

@@ -4,8 +4,8 @@ Each is a thin layer: parse options, call cardbench.store / cardbench.report / c
 print. Bad input raises cardbench.errors exceptions (one line; the main group prints them).
 The database is ``--db`` (a SQLite path, ``sqlite:///path`` or ``postgresql://...``), else the
 ``CARDBENCH_DB`` environment variable, else the default file in the user data directory. The
-commands that only read (and ``readers``) open it with :func:`open_to_read`: a named file that
-does not exist is refused, not created empty.
+commands that only read (and ``readers``) open it with ``params.open_to_read``: a named file
+that does not exist is refused, not created empty.
 """
 
 from __future__ import annotations
@@ -22,13 +22,6 @@ from cardbench.cli import params
 from cardbench.errors import UsageError
 
 FORMATS = ["table", "md", "csv", "json"]
-
-
-def open_to_read(db: str | None):
-    """The store for a command that reads it: a --db (or $CARDBENCH_DB) path that does not exist
-    is an error (a typo must not become a new empty database); the default one may be new."""
-    from cardbench.store import open_store
-    return open_store(db, create=db is None)
 
 
 def _filters(f):
@@ -69,7 +62,7 @@ def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib,
     """List stored results as the drawer table: one row per run."""
     from cardbench.report import render, render_result
 
-    with open_to_read(db) as store:
+    with params.open_to_read(db) as store:
         if run_id:
             click.echo(render_result(store.get(run_id), fmt, _unit(mib), width=_width()), nl=False)
             return
@@ -98,7 +91,7 @@ def compare(a, b, db, by, fmt, mib):
     from cardbench.report.compare import compare as compare_groups
     from cardbench.report.compare import render_compare, resolve_group
 
-    with open_to_read(db) as store:
+    with params.open_to_read(db) as store:
         label_a, group_a = resolve_group(store, a, by)
         label_b, group_b = resolve_group(store, b, by)
     click.echo(render_compare(compare_groups(group_a, group_b), label_a, label_b, fmt, _unit(mib), width=_width()),
@@ -118,7 +111,7 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
     """A report of stored results: Markdown (default) or one HTML file with charts."""
     from cardbench.report import render
 
-    with open_to_read(db) as store:
+    with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
         verify = store.verify_results(card=card, reader=reader) if html_file else []
     if html_file:
@@ -179,7 +172,7 @@ def export(db, card, reader, since, until, test_name, complete, output):
     """Export stored results as JSON that `cardbench import` reads back identically."""
     from cardbench.report import results_json
 
-    with open_to_read(db) as store:
+    with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete)
     text = results_json(found)
     if output == "-":
