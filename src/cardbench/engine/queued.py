@@ -94,6 +94,8 @@ _IORING_FEAT_NODROP = 1 << 1
 _IORING_FEAT_RW_CUR_POS = 1 << 3     # 5.6: IORING_OP_READ / IORING_OP_WRITE exist too
 
 _IORING_ENTER_GETEVENTS = 1 << 0
+#: io_uring_enter errors that only mean "enter again" (interrupted, or the kernel is short of room)
+_RETRY_ERRNOS = (errno.EINTR, errno.EAGAIN, errno.EBUSY)
 
 _IORING_OFF_SQ_RING = 0
 _IORING_OFF_CQ_RING = 0x8000000
@@ -431,10 +433,9 @@ class _UringImpl:
         ent = self.addr[id(buf)] = (buf, c, a, size)
         return ent
 
-    def submit(self, op: IoOp) -> None:
-        # a free slot means free room in the SQ too (entries in the SQ hold slots)
-        if not self.slots_free:
-            self._wait(1)        # full: make room, keep the completions for the next reap
+    def _queue(self, op: IoOp) -> int:
+        """Write ``op`` into a free slot's SQE and put that slot on the SQ ring (not yet handed
+        to the kernel); returns the slot. The caller has made sure a slot is free."""
         opcode = _OPCODES.get(op.kind)
         if opcode is None:
             raise ValueError(f"unknown operation {op.kind!r}")
@@ -455,8 +456,21 @@ class _UringImpl:
         ring.sq_tail = tail
         ring.sq32[ring.sq_tail_i] = tail
         self.slot_op[slot] = op
+        return slot
+
+    def _enter_failure(self, err: int) -> Exception:
+        """The one-line error for an ``io_uring_enter`` that failed with ``err`` (not one of
+        the passing ones in ``_RETRY_ERRNOS``)."""
+        if err == errno.EEXIST:
+            return UsageError("a queued engine belongs to the thread that opened it (make one engine per thread)")
+        return os_error(OSError(err, os.strerror(err)), self.path)
+
+    def submit(self, op: IoOp) -> None:
+        # a free slot means free room in the SQ too (entries in the SQ hold slots)
+        if not self.slots_free:
+            self._wait(1)        # full: make room, keep the completions for the next reap
         unsent = self.unsent
-        unsent.append(slot)
+        unsent.append(self._queue(op))
         if len(unsent) >= self.submit_batch:
             self._wait(0)
 
@@ -467,25 +481,8 @@ class _UringImpl:
         (interrupted, kernel busy, an error of the call) goes on through the general path."""
         if self.inflight or self.unsent or not self.slots_free:
             self._wait(self.inflight + len(self.unsent))
-        opcode = _OPCODES.get(op.kind)
-        if opcode is None:
-            raise ValueError(f"unknown operation {op.kind!r}")
-        buf = op.buf
-        ent = self.addr.get(id(buf))
-        if ent is None or ent[0] is not buf:
-            ent = self._address(buf)
-        if not 0 < op.length <= ent[3]:
-            raise ValueError(f"operation length {op.length} does not fit its {ent[3]}-byte buffer")
+        slot = self._queue(op)
         ring = self.ring
-        slot = self.slots_free.pop()
-        tail = ring.sq_tail
-        _SQE.pack_into(ring.sqes, slot << 6, opcode, 0, 0, self.fd, op.offset, ent[2], op.length, 0, slot,
-                       0, 0, 0, 0, 0)
-        ring.sq32[ring.sq_array_i + (tail & ring.sq_mask)] = slot
-        tail = (tail + 1) & 0xFFFFFFFF
-        ring.sq_tail = tail
-        ring.sq32[ring.sq_tail_i] = tail
-        self.slot_op[slot] = op
         t0 = self.slot_t[slot] = _perf()
         r = ring._enter(_SYS_IO_URING_ENTER, ring.fd, 1, 1, _IORING_ENTER_GETEVENTS, None, 0)
         if r == 1:
@@ -510,11 +507,8 @@ class _UringImpl:
         else:
             self.inflight += 1
         self._harvest()
-        if err and err not in (errno.EINTR, errno.EAGAIN, errno.EBUSY):
-            if err == errno.EEXIST:
-                raise UsageError("a queued engine belongs to the thread that opened it "
-                                 "(make one engine per thread)")
-            raise os_error(OSError(err, os.strerror(err)), self.path)
+        if err and err not in _RETRY_ERRNOS:
+            raise self._enter_failure(err)
 
     def _wait(self, min_complete: int) -> None:
         """Enter the kernel: submit what is queued, wait, harvest completions into ``done``."""
@@ -531,10 +525,7 @@ class _UringImpl:
         try:
             ring.enter(n, want)
         except OSError as e:
-            if e.errno == errno.EEXIST:
-                raise UsageError("a queued engine belongs to the thread that opened it "
-                                 "(make one engine per thread)") from None
-            raise os_error(e, self.path) from None
+            raise self._enter_failure(e.errno) from None
         finally:
             if n:
                 # the kernel consumed whatever the SQ head says
@@ -637,11 +628,8 @@ class _UringImpl:
             while True:
                 if enter(_SYS_IO_URING_ENTER, rfd, unsent, 1, _IORING_ENTER_GETEVENTS, None, 0) < 0:
                     e = get_errno()
-                    if e == errno.EEXIST:
-                        raise UsageError("a queued engine belongs to the thread that opened it "
-                                         "(make one engine per thread)")
-                    if e not in (errno.EINTR, errno.EAGAIN, errno.EBUSY):
-                        raise os_error(OSError(e, os.strerror(e)), self.path)
+                    if e not in _RETRY_ERRNOS:
+                        raise self._enter_failure(e)
                 left = (tail - sq32[sq_head_i]) & 0xFFFFFFFF     # queued, not yet taken by the kernel
                 inflight += unsent - left
                 unsent = left
