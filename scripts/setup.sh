@@ -8,6 +8,10 @@ APT_PACKAGES=(
   fio f3 hdparm ioping          # peers measured side by side (bench/, tests)
   fuse3 libfuse3-3              # emulated cards (FUSE + loop device)
   e2fsprogs util-linux kmod     # mkfs.ext4, losetup, lsblk
+  exfatprogs exfat-fuse         # exFAT cards through a FUSE driver (brings libfuse2 beside libfuse3)
+  dosfstools                    # mkfs.vfat: FAT cards as people have them
+  sg3-utils                     # sg_sat_identify: CF cards behind SAT readers
+  tmux                          # the 80-column output tests run commands in a real terminal
   postgresql                    # the shared-store tests start a throwaway server
   chromium                      # the HTML report is rendered headless in a test
 )

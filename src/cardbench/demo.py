@@ -62,8 +62,9 @@ def check_environment() -> None:
             raise EnvironmentMissing(f"the demo needs {tool} (util-linux/e2fsprogs); "
                                      "try `cardbench run DIRECTORY` instead")
     try:
-        import mfusepy  # noqa: F401
-    except (ImportError, OSError):
+        from .emulate.system import load_mfusepy
+        load_mfusepy()
+    except (ImportError, OSError, EnvironmentMissing):
         raise EnvironmentMissing("the demo needs libfuse3 (apt-get install fuse3); "
                                  "try `cardbench run DIRECTORY` instead") from None
 

@@ -264,7 +264,7 @@ class Server:
 
 
 def _operations(server: Server):
-    import mfusepy
+    mfusepy = system.load_mfusepy()
 
     class CardFiles(mfusepy.Operations):
         use_ns = True
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(server.mountpoint, exist_ok=True)
     import warnings
 
-    import mfusepy
+    mfusepy = system.load_mfusepy()
     warnings.simplefilter("ignore", DeprecationWarning)
     status = 0
     try:

@@ -57,6 +57,22 @@ def check_environment() -> None:
         raise EnvironmentMissing("emulated cards need libfuse3 (install libfuse3-3 / fuse3)")
 
 
+def load_mfusepy():
+    """mfusepy bound to libfuse3, whatever else is installed.
+
+    mfusepy looks for ``libfuse.so.2`` before ``libfuse3`` (``find_library('fuse')`` first), and
+    exfat-fuse, ntfs-3g or any AppImage runtime bring libfuse2 beside libfuse3 on most desktops;
+    the emulator is written for libfuse3's API (``fuse_conn_info.max_read``, ``init_with_config``),
+    so it names the library explicitly (mfusepy reads ``FUSE_LIBRARY_PATH``) before the import."""
+    if not os.environ.get("FUSE_LIBRARY_PATH"):
+        path = ctypes.util.find_library("fuse3")
+        if path is None:
+            raise EnvironmentMissing("emulated cards need libfuse3 (install libfuse3-3 / fuse3)")
+        os.environ["FUSE_LIBRARY_PATH"] = path
+    import mfusepy
+    return mfusepy
+
+
 # -- mounts -------------------------------------------------------------------------------
 
 def canon(path: str | os.PathLike) -> str:
