@@ -11,8 +11,9 @@ from cardbench_factories import make_result
 
 from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text
-from cardbench.importers.fio import block_label, fio_size
+from cardbench.importers.fio import fio_size
 from cardbench.report import render
+from cardbench.workloads.random import pattern_name
 from cardbench.result import Card
 
 
@@ -45,7 +46,8 @@ def test_fio_sizes_and_names():
     assert fio_size("4k") == 4096 and fio_size("1M") == 1 << 20 and fio_size("128KiB") == 131072
     assert fio_size("4k", kb_base=1000) == 4000 and fio_size("4KiB", kb_base=1000) == 4096
     assert fio_size("4096") == 4096 and fio_size("junk") is None
-    assert [block_label(b) for b in (512, 4096, 131072, 1 << 20, 4 << 20)] == ["512b", "4k", "128k", "1m", "4m"]
+    assert [pattern_name(True, "read", b, 1, 1) for b in (512, 4096, 131072, 1 << 20)] == \
+        ["seq_read_512_q1t1", "seq_read_4k_q1t1", "seq_read_128k_q1t1", "seq_read_1m_q1t1"]
 
 
 def test_fio_without_data():

@@ -20,6 +20,7 @@ import click
 
 from cardbench.cli import params
 from cardbench.errors import UsageError
+from cardbench.importers import FORMATS as IMPORT_FORMATS
 
 FORMATS = ["table", "md", "csv", "json"]
 
@@ -126,8 +127,8 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
 @click.argument("file", type=click.Path(dir_okay=False))
 @params.db_option
 @click.option("--fio", "as_fio", is_flag=True, help="FILE is fio --output-format=json output.")
-@click.option("--format", "fmt", type=click.Choice(["cardbench", "fio", "table", "csv"]),
-              help="The file's format (default: detected from its content).")
+@click.option("--format", "fmt", type=click.Choice(list(IMPORT_FORMATS)),
+              help="The file's format (default: recognised from its content).")
 @click.option("--file-size", metavar="SIZE",
               help="Size of the file a survey's write times refer to: 42MB = 42,000,000 B (the default), "
                    "42MiB = 44,040,192 B. A '# file size: ...' line in the file also sets it.")
@@ -136,11 +137,12 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
 @click.option("--label", metavar="LABEL", help="The label of the card of a fio run (e.g. '133x').")
 @click.option("--dry-run", is_flag=True, help="Read and check only: print what was found and every flag; save nothing.")
 def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, dry_run):
-    """Import results: cardbench JSON export, fio JSON, a classic survey table or a legacy CSV.
+    """Import results: fio JSON/terse, KDiskMark, CrystalDiskMark, f3, H2testw, hdparm, dd, a
+    classic survey table, a legacy CSV or a cardbench export.
 
-    Surveys are recomputed from their raw write times and the file size; every printed figure
-    that disagrees with its own row beyond rounding is flagged. Importing a file again replaces
-    its earlier import.
+    Rates are stored in bytes/s with the tool's unit convention applied (and said); every printed
+    figure that disagrees with its own raw data is flagged; f3 and H2testw logs become verify
+    verdicts. Importing a file again replaces its earlier import.
     """
     from cardbench.importers import import_file
     from cardbench.result import Card
@@ -160,7 +162,8 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     with open_store(db) as store:
         rep.save_to(store)
         where = store.location
-    click.echo(f"saved {len(rep.results)} result{'s' if len(rep.results) != 1 else ''} to {where}")
+    n = len(rep.results) + len(rep.verify_docs)
+    click.echo(f"saved {n} {'result' if not rep.verify_docs else 'record'}{'s' if n != 1 else ''} to {where}")
 
 
 @click.command("export")

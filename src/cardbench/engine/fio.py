@@ -32,12 +32,12 @@ latency percentiles (``lat_s``), fio's version, the exact command and its own ba
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from typing import Any
 
 from cardbench.errors import DeviceFault, EnvironmentMissing, UsageError
+from cardbench.fiojson import fio_run
 from cardbench.result import Run
 
 RW_MODES = ("read", "write", "randread", "randwrite")
@@ -152,85 +152,13 @@ def _first_error(text: str) -> str:
     return lines[0] if lines else "no output"
 
 
-def _load(doc: str | bytes | dict) -> dict:
-    if isinstance(doc, dict):
-        return doc
-    if isinstance(doc, bytes):
-        doc = doc.decode("utf-8", "replace")
-    # fio may print notes ("fio: ...") before or after the JSON document
-    start = doc.find("{")
-    if start < 0:
-        raise ValueError("no JSON document in fio output")
-    obj, _end = json.JSONDecoder().raw_decode(doc[start:])
-    return obj
-
-
-def _pct_key(p: float) -> str:
-    return f"{p:.6f}"
-
-
 def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
     """Turn fio's ``--output-format=json`` into a Run (all jobs of the document added up).
 
     ``rw`` picks the side ("read"/"randread" -> read, "write"/"randwrite" -> write); by default
-    the side that moved bytes. Latency percentiles come from ``clat_ns`` of the largest job.
+    the side that moved bytes. The one reader of fio JSON is :func:`cardbench.fiojson.fio_run`.
     """
-    d = _load(doc)
-    jobs = d.get("jobs") or []
-    if not jobs:
-        raise ValueError("fio JSON has no jobs")
-    for j in jobs:
-        if j.get("error"):
-            raise DeviceFault(f"fio job {j.get('jobname')!r} failed with error {j['error']}")
-    if rw is not None:
-        side = "write" if "write" in rw else "read"
-    else:
-        side = "write" if sum(j["write"]["io_bytes"] for j in jobs) > sum(j["read"]["io_bytes"] for j in jobs) \
-            else "read"
-    parts = [j[side] for j in jobs]
-    total_bytes = sum(int(p["io_bytes"]) for p in parts)
-    total_ios = sum(int(p.get("total_ios", 0)) for p in parts)
-    runtime_ms = max(float(p.get("runtime", 0)) for p in parts)
-    main = max(parts, key=lambda p: int(p["io_bytes"]))
-    clat = main.get("clat_ns") or {}
-    pct = clat.get("percentile") or {}
-    lat: dict[str, float] | None = None
-    if pct:
-        lat = {}
-        for p in PERCENTILES:
-            v = pct.get(_pct_key(p))
-            if v is not None:
-                lat[f"p{p:g}"] = float(v) / 1e9
-        if "max" in clat:
-            lat["max"] = float(clat["max"]) / 1e9
-    total_lat = main.get("lat_ns") or {}
-    lat_total: dict[str, float] | None = None
-    if total_lat.get("percentile"):
-        lat_total = {f"p{p:g}": float(total_lat["percentile"][_pct_key(p)]) / 1e9
-                     for p in PERCENTILES if _pct_key(p) in total_lat["percentile"]}
-        if "max" in total_lat:
-            lat_total["max"] = float(total_lat["max"]) / 1e9
-    extra: dict[str, Any] = {
-        "lat_s": lat_total,
-        "fio_bw_bytes": sum(float(p.get("bw_bytes", 0)) for p in parts),
-        "fio_iops": sum(float(p.get("iops", 0)) for p in parts),
-        "fio_runtime_ms": runtime_ms,
-        "latency_source": "fio clat_ns (histogram)",
-        "clat_mean_s": float(clat.get("mean", 0.0)) / 1e9 if clat else None,
-    }
-    usr = sum(float(j.get("usr_cpu", 0.0)) for j in jobs)
-    sys_ = sum(float(j.get("sys_cpu", 0.0)) for j in jobs)
-    extra["cpu_s"] = (usr + sys_) / 100.0 * runtime_ms / 1000.0   # fio's own CPU time (user + system)
-    if main.get("slat_ns"):
-        extra["slat_mean_s"] = float(main["slat_ns"].get("mean", 0.0)) / 1e9
-    if d.get("fio version"):
-        extra["fio_version"] = d["fio version"]
-    jopts = jobs[0].get("job options") or {}
-    if jopts:
-        extra["fio_job_options"] = jopts
-    return Run(bytes=total_bytes, seconds=runtime_ms / 1000.0, ops=total_ios, latency_s=lat, extra=extra)
-
-
+    return fio_run(doc, rw, percentiles=PERCENTILES)
 
 
 class FioEngine:

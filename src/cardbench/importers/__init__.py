@@ -1,25 +1,31 @@
-"""Read results made elsewhere: hand-made surveys, fio runs, and cardbench's own export.
+"""Read results made elsewhere: peer tools, hand-made surveys, and cardbench's own export.
 
     from cardbench.importers import import_file
     report = import_file("drawer.txt", file_size="42MB")
-    for line in report.lines(): print(line)        # what was read, every flag, every skipped line
+    for line in report.lines(): print(line)        # what was read, the unit convention, every flag
     with open_store() as s: report.save_to(s)
 
-Formats (``fmt``; detected from the content when None):
+Formats (``fmt``; recognised by content when None, in this order):
 
 * ``cardbench``: cardbench's export, ``{"schema": "cardbench.results/1", "results": [...]}`` (also
-  one ``cardbench.result/1`` document, or a list of them). Read back identically: same ids,
-  same source, same figures.
-* ``fio``: ``fio --output-format=json`` output (cardbench.importers.fio); source ``import-fio``.
-* ``table``: the classic whitespace table of a hand-made survey (cardbench.importers.classic).
-* ``csv``: a legacy CSV survey, columns recognised by name (cardbench.importers.legacy_csv).
+  one ``cardbench.result/1`` document, or a list of them). Read back identically.
+* ``fio``: ``fio --output-format=json`` / ``json+``, fio 2.x and 3.x (importers.fio, fiojson).
+* ``fio-terse``: ``fio --minimal``, terse versions 3 and 4 (importers.fio).
+* ``kdiskmark``: KDiskMark's text export, 1.4 to 3.x (importers.diskmark).
+* ``crystaldiskmark``: CrystalDiskMark's text export, 5.x to 9.x (importers.diskmark).
+* ``f3``: f3write and/or f3read output; ``f3probe``: f3probe output; ``h2testw``: H2testw's
+  log. These become ``cardbench.verify/1`` documents (``report.verify_docs``), not speeds
+  (importers.f3). f3write/f3read/H2testw speeds are stored as results too.
+* ``hdparm``: ``hdparm -t`` / ``-T``; ``dd``: dd's closing line(s) (importers.hdparm_dd).
+* ``table``: the classic whitespace table of a hand-made survey (importers.classic).
+* ``csv``: a legacy CSV survey, columns recognised by name (importers.legacy_csv).
 
-Surveys (table, csv) are recomputed from their raw write times and the file size, and every
-printed figure that disagrees with the row's own raw data beyond rounding is flagged
-(``report.flags``; cardbench.importers.checks). Their results get source ``import``.
-Detection: JSON with a cardbench schema -> cardbench; JSON with ``jobs`` -> fio; text with an
-``average`` column -> table; else text whose first line has two or more ``,``/``;``/tabs -> csv;
-else table.
+Every importer stores rates in bytes per second, says in ``report.convention`` which unit
+convention it applied and why, flags every printed figure that disagrees with its own raw data
+(``report.flags``; importers.checks), keeps each row's raw text in its test's ``extra["raw"]``,
+and gives each result an id from the file's content, so importing a file again replaces its
+earlier import. A truncated or mangled export is refused in one line naming the line or key,
+with nothing imported; a file of none of these formats, in one line listing the formats tried.
 """
 
 from __future__ import annotations
@@ -30,34 +36,61 @@ import os
 from pathlib import Path
 
 from cardbench.errors import UsageError
+from cardbench.fiojson import load_fio_json
 from cardbench.importers.base import DEFAULT_FILE_SIZE, DEFAULT_FILE_SIZE_TEXT, ImportReport, Skipped
 from cardbench.importers.checks import Flag
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Result
 
 RESULTS_SCHEMA = "cardbench.results/1"
-FORMATS = ("cardbench", "fio", "table", "csv")
-_ALIASES = {"json": "cardbench", "native": "cardbench", "classic": "table", "txt": "table", "fio-json": "fio"}
+FORMATS = ("cardbench", "fio", "fio-terse", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
+           "dd", "table", "csv")
+_ALIASES = {"json": "cardbench", "native": "cardbench", "classic": "table", "txt": "table", "fio-json": "fio",
+            "terse": "fio-terse", "minimal": "fio-terse", "kdm": "kdiskmark", "cdm": "crystaldiskmark",
+            "f3read": "f3", "f3write": "f3"}
 
 __all__ = ["import_file", "import_text", "ImportReport", "Flag", "Skipped", "DEFAULT_FILE_SIZE",
            "DEFAULT_FILE_SIZE_TEXT", "FORMATS", "detect_format"]
 
 
 def detect_format(text: str) -> str:
+    """The format of ``text`` by its content (see the module docstring); UsageError listing the
+    formats tried when it is none of them."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
             doc = json.loads(text)
         except ValueError as e:
-            raise UsageError(f"looks like JSON but cannot be parsed: {e}") from None
+            if '"fio version"' in text[:4096]:
+                return "fio"            # fio's JSON with a note after it; a truncation is named there
+            raise UsageError(f"looks like JSON but cannot be parsed: {e}; nothing imported") from None
         return _json_kind(doc)
+    if '"fio version"' in text and "{" in text:
+        return "fio"                        # fio's JSON with notes printed around it
+    for fmt, sniff in _sniffers():
+        if sniff(text):
+            return fmt
     from cardbench.importers.classic import has_average_column
     if has_average_column(text):
         return "table"
     first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
     if max(first.count(","), first.count(";"), first.count("\t")) >= 2:
         return "csv"
-    return "table"
+    raise UsageError("not a format cardbench imports; tried " + ", ".join(_DESCRIBED) +
+                     " (--format forces one)")
+
+
+_DESCRIBED = ("cardbench JSON", "fio JSON", "fio terse", "KDiskMark text", "CrystalDiskMark text",
+              "f3write/f3read", "f3probe", "H2testw log", "hdparm -t/-T", "dd", "classic table (an "
+              "'average' column)", "CSV")
+
+
+def _sniffers():
+    from cardbench.importers import diskmark, f3, fio, hdparm_dd
+    return [("fio-terse", lambda t: any(fio.TERSE_RE.match(ln) for ln in t.splitlines()[:50])),
+            ("kdiskmark", diskmark.is_kdiskmark), ("crystaldiskmark", diskmark.is_crystaldiskmark),
+            ("f3probe", f3.is_f3probe), ("f3", f3.is_f3), ("h2testw", f3.is_h2testw),
+            ("hdparm", hdparm_dd.is_hdparm), ("dd", hdparm_dd.is_dd)]
 
 
 def _json_kind(doc) -> str:
@@ -166,9 +199,9 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if fmt in ("cardbench", "fio"):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text) if fmt == "cardbench" else load_fio_json(text)
         except ValueError as e:
-            raise UsageError(f"{path}: not valid JSON: {e}") from None
+            raise UsageError(f"{path}: not valid JSON: {e}; nothing imported") from None
         if fmt == "cardbench":
             if not isinstance(doc, (dict, list)):
                 raise UsageError(f"{path}: not a cardbench export")
@@ -179,15 +212,25 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             # a field of the wrong type or shape: bad input in one line, not an internal error
             raise UsageError(f"{path}: fio JSON that cardbench cannot read ({type(e).__name__}: {e})") from None
-    if fmt == "table":
-        from cardbench.importers.classic import import_table
-        report = import_table(text, path=path, digest=digest, file_size=file_size, reader=reader)
-    else:
-        from cardbench.importers.legacy_csv import import_csv
-        report = import_csv(text, path=path, digest=digest, file_size=file_size, reader=reader)
-    if card is not None:
-        report.notes.append("--card applies to fio imports only; survey rows name their cards")
-    return report
+    kw = {"path": path, "digest": digest, "reader": reader}
+    if fmt in ("table", "csv"):
+        if fmt == "table":
+            from cardbench.importers.classic import import_table
+            report = import_table(text, file_size=file_size, **kw)
+        else:
+            from cardbench.importers.legacy_csv import import_csv
+            report = import_csv(text, file_size=file_size, **kw)
+        if card is not None:
+            report.notes.append("--card applies to single-card formats; survey rows name their cards")
+        return report
+    if file_size is not None and fmt != "dd":
+        raise UsageError(f"--file-size applies to surveys (table, csv), not to {fmt}")
+    from cardbench.importers import diskmark, f3, hdparm_dd
+    from cardbench.importers.fio import import_terse
+    readers = {"fio-terse": import_terse, "kdiskmark": diskmark.import_kdiskmark,
+               "crystaldiskmark": diskmark.import_crystaldiskmark, "f3": f3.import_f3, "f3probe": f3.import_f3probe,
+               "h2testw": f3.import_h2testw, "hdparm": hdparm_dd.import_hdparm, "dd": hdparm_dd.import_dd}
+    return readers[fmt](text, card=card, **kw)
 
 
 def import_file(path: str | os.PathLike, fmt: str | None = None, *, file_size: int | str | None = None,

@@ -39,8 +39,12 @@ class ImportReport:
     """The results read from one file, plus everything a person should know about the reading."""
 
     path: str
-    format: str                     # "cardbench" | "fio" | "csv" | "table"
+    format: str                     # one of cardbench.importers.FORMATS
     results: list[Result] = field(default_factory=list)
+    #: cardbench.verify/1 documents (f3, H2testw): verdicts, not speeds
+    verify_docs: list[dict] = field(default_factory=list)
+    #: one line: which unit convention was applied, and why (what in the file showed it)
+    convention: str | None = None
     flags: list[Flag] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -49,12 +53,19 @@ class ImportReport:
 
     def lines(self) -> list[str]:
         """A human summary: what was read, every flag and every skipped line."""
-        out = [f"{self.path}: {len(self.results)} result{'s' if len(self.results) != 1 else ''} read as "
-               f"{self.format}"]
+        what = f"{len(self.results)} result{'s' if len(self.results) != 1 else ''}"
+        if self.verify_docs:
+            n = len(self.verify_docs)
+            what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
+        out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
+        if self.convention:
+            out.append(f"units: {self.convention}")
+        for d in self.verify_docs:
+            out.append(verify_line(d))
         out += [f"note: {n}" for n in self.notes]
-        if self.format in ("table", "csv"):
+        if self.format != "cardbench":
             out.append(f"{len(self.flags)} figure{'s' if len(self.flags) != 1 else ''} disagree"
                        f"{'s' if len(self.flags) == 1 else ''} with the row's own raw data beyond rounding"
                        + (":" if self.flags else ""))
@@ -67,12 +78,13 @@ class ImportReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "results": [r.id for r in self.results],
+                "verify": [d["id"] for d in self.verify_docs], "convention": self.convention,
                 "flags": [f.to_dict() for f in self.flags],
                 "skipped": [s.__dict__ for s in self.skipped], "notes": list(self.notes),
                 "file_size_bytes": self.file_size_bytes, "file_size_source": self.file_size_source}
 
     def save_to(self, store) -> list[str]:
-        return [store.save(r) for r in self.results]
+        return [store.save(r) for r in self.results] + [store.save_verify(d) for d in self.verify_docs]
 
 
 def resolve_file_size(option: int | str | None, from_file: str | None) -> tuple[int, str]:
@@ -156,21 +168,21 @@ class SurveyRow:
         if self.times:
             tests.append(TestResult("seq_write", dict(common, timing="printed write times (s)"),
                                     runs=[Run(self.file_bytes, t.value) for t in self.times],
-                                    extra={"printed": {"times_s": [t.text for t in self.times], **printed}}))
+                                    extra={"raw": self.raw, "printed": {"times_s": [t.text for t in self.times], **printed}}))
         elif self.write_rate is not None and self.write_rate.value > 0:
             rate = self.write_rate.value * unit_b
             tests.append(TestResult("seq_write", dict(common, timing="derived from the printed rate"),
                                     runs=[Run(self.file_bytes, self.file_bytes / rate)],
-                                    extra={"printed": printed}))
+                                    extra={"raw": self.raw, "printed": printed}))
         if self.read_times:
             tests.append(TestResult("cold_read", dict(common, timing="printed read times (s)"),
                                     runs=[Run(self.file_bytes, t.value) for t in self.read_times],
-                                    extra={"printed": {"times_s": [t.text for t in self.read_times], **printed}}))
+                                    extra={"raw": self.raw, "printed": {"times_s": [t.text for t in self.read_times], **printed}}))
         elif self.read_rate is not None and self.read_rate.value > 0:
             rate = self.read_rate.value * unit_b
             tests.append(TestResult("cold_read", dict(common, timing="derived from the printed rate"),
                                     runs=[Run(self.file_bytes, self.file_bytes / rate)],
-                                    extra={"printed": printed}))
+                                    extra={"raw": self.raw, "printed": printed}))
         r = Result(target={"kind": "import", "path": path, "format": fmt, "line": self.line,
                            "file_bytes": self.file_bytes, "file_size_source": self.file_size_source,
                            "imported_at": imported_at()},
@@ -184,3 +196,67 @@ class SurveyRow:
             r.started_at = self.date
         r.finished_at = None
         return r
+
+
+# --- shared by the peer-tool importers (fio, KDiskMark, CrystalDiskMark, f3, H2testw, hdparm, dd) ---
+
+def bad_input(path: str, where: str, what: str) -> UsageError:
+    """The one line for a truncated or mangled export: the file, the line or key, what is wrong."""
+    return UsageError(f"{path}: {where}: {what}; nothing imported")
+
+
+def imported_result(*, path: str, fmt: str, digest: str, key: str, tests: list[TestResult],
+                    card: Card | None = None, reader: str | None = None, started: str | None = None,
+                    tool: dict | None = None, target: dict | None = None,
+                    warnings: list[str] | None = None) -> Result:
+    """A Result of an import: id from the file's content (idempotent), target kind "import"."""
+    tgt = {"kind": "import", "path": path, "format": fmt, "imported_at": imported_at()}
+    tgt.update(target or {})
+    r = Result(target=tgt, card=card or Card(), reader=Reader(name=reader), tests=tests,
+               warnings=list(warnings or []), id=import_id(digest, fmt, key), host={},
+               tool={"name": "cardbench", "version": __version__, "importer": fmt, **(tool or {})},
+               source=f"import-{fmt}")
+    r.started_at = started or r.started_at
+    r.finished_at = None
+    return r
+
+
+def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, tool: str,
+                    tool_version: str | None, verdict: str, announced: int | None, usable: int | None,
+                    kind: str | None, basis: str, card: Card | None = None, reader: str | None = None,
+                    device: str | None = None, fix_command: str | None = None, raw: str = "",
+                    **fields: Any) -> dict:
+    """A ``cardbench.verify/1`` document read from another tool's log (cardbench.verify.doc)."""
+    from cardbench.verify.doc import new_doc
+    d = new_doc(mode)
+    d.update({"id": import_id(digest, fmt, key), "verdict": verdict, "announced_bytes": announced,
+              "usable_bytes": usable, "usable_basis": basis, "kind": kind, "device": device,
+              "complete": True, "host": {}, "source": f"import-{fmt}",
+              "card": (card or Card()).to_dict() if (card and (card.name or card.brand or card.label)) else None,
+              "reader": Reader(name=reader).to_dict() if reader else None,
+              "tool": {"name": tool, "version": tool_version, "importer": f"cardbench {__version__}"},
+              "target": {"kind": "import", "path": path, "format": fmt, "imported_at": imported_at()},
+              "raw": raw})
+    d["started_at"] = None
+    if fix_command:
+        d["fix_command"] = fix_command
+        d["fix"] = {"tool": fix_command.split()[0], "command": fix_command, "note": f"as {tool} printed it"}
+    d["method"] = {"tool": tool, "algorithm": fields.pop("algorithm", None)}
+    d.update(fields)
+    return d
+
+
+def verify_line(doc: dict) -> str:
+    """One line for a verify document: verdict, kind, usable of announced, the fix."""
+    from cardbench.units import fmt_size
+    verdict = str(doc.get("verdict") or "?").upper()
+    kind = f" ({doc['kind']})" if doc.get("kind") and doc.get("verdict") == "counterfeit" else ""
+    usable = doc.get("usable_bytes")
+    line = f"verify: {verdict}{kind}"
+    if usable is not None:
+        line += f", usable {fmt_size(usable)} ({usable:,} B)"
+        if doc.get("announced_bytes"):
+            line += f" of {fmt_size(doc['announced_bytes'])} announced"
+    if doc.get("fix_command"):
+        line += f"; fix: {doc['fix_command']}"
+    return line

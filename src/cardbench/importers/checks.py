@@ -65,10 +65,12 @@ class Flag:
     difference: float   # printed - computed
     tolerance: float    # what rounding of the printed figure and its inputs allows
     basis: str          # what it was computed from
+    where: str | None = None   # a JSON key path instead of a line ("jobs[0].read")
 
     def __str__(self) -> str:
         d = _digits(self.tolerance)
-        return (f"line {self.line} ({self.row}): {self.figure} printed {self.printed}, but {self.basis} = "
+        at = self.where or f"line {self.line}"
+        return (f"{at} ({self.row}): {self.figure} printed {self.printed}, but {self.basis} = "
                 f"{self.computed:.{d}f}: off by {self.difference:+.{d}f} (rounding allows ±{self.tolerance:.{d}f})")
 
     def to_dict(self) -> dict:
@@ -84,14 +86,15 @@ def _digits(tol: float) -> int:
 _EPS = 1e-9
 
 
-def _check(flags: list[Flag], line: int, row: str, figure: str, printed: Printed | None, central: float,
-           lo: float, hi: float, basis: str) -> None:
+def check_figure(flags: list[Flag], line: int, row: str, figure: str, printed: Printed | None, central: float,
+                 lo: float, hi: float, basis: str, where: str | None = None) -> None:
+    """Append a Flag when the printed figure's interval misses [lo, hi] (what its raw data allow)."""
     if printed is None or not all(math.isfinite(v) for v in (central, lo, hi)):
         return
     slack = _EPS * max(1.0, abs(central))
     if printed.hi < lo - slack or printed.lo > hi + slack:
         tol = printed.half_unit + max(hi - central, central - lo)
-        flags.append(Flag(line, row, figure, printed.text, central, printed.value - central, tol, basis))
+        flags.append(Flag(line, row, figure, printed.text, central, printed.value - central, tol, basis, where))
 
 
 def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | None, avg: Printed | None,
@@ -104,7 +107,7 @@ def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | No
         n = len(times)
         mean = statistics.fmean(t.value for t in times)
         mean_h = statistics.fmean(t.half_unit for t in times)
-        _check(flags, line, row, "average write time (s)", avg, mean, mean - mean_h, mean + mean_h,
+        check_figure(flags, line, row, "average write time (s)", avg, mean, mean - mean_h, mean + mean_h,
                f"the mean of its {n} write time{'s' if n != 1 else ''}")
         if file_bytes and all(t.lo > 0 for t in times):
             if rate_from == "median_rate":
@@ -115,16 +118,16 @@ def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | No
             else:
                 central, lo, hi = file_bytes / mean, file_bytes / (mean + mean_h), file_bytes / (mean - mean_h)
                 basis = f"{file_bytes:,} B / the mean write time"
-            _check(flags, line, row, f"write {rate_unit}", write_rate, central / rate_unit_bytes,
+            check_figure(flags, line, row, f"write {rate_unit}", write_rate, central / rate_unit_bytes,
                    lo / rate_unit_bytes, hi / rate_unit_bytes, basis)
-            _check(flags, line, row, "write X", write_x, central / X_BYTES_PER_S, lo / X_BYTES_PER_S,
+            check_figure(flags, line, row, "write X", write_x, central / X_BYTES_PER_S, lo / X_BYTES_PER_S,
                    hi / X_BYTES_PER_S, basis + " / 150,000 B/s")
     elif write_rate is not None:
-        _check(flags, line, row, "write X", write_x, write_rate.value * rate_unit_bytes / X_BYTES_PER_S,
+        check_figure(flags, line, row, "write X", write_x, write_rate.value * rate_unit_bytes / X_BYTES_PER_S,
                write_rate.lo * rate_unit_bytes / X_BYTES_PER_S, write_rate.hi * rate_unit_bytes / X_BYTES_PER_S,
                f"{write_rate.text} {rate_unit} / 150,000 B/s")
     if read_rate is not None:
-        _check(flags, line, row, "read X", read_x, read_rate.value * rate_unit_bytes / X_BYTES_PER_S,
+        check_figure(flags, line, row, "read X", read_x, read_rate.value * rate_unit_bytes / X_BYTES_PER_S,
                read_rate.lo * rate_unit_bytes / X_BYTES_PER_S, read_rate.hi * rate_unit_bytes / X_BYTES_PER_S,
                f"{read_rate.text} {rate_unit} / 150,000 B/s")
     return flags

@@ -14,6 +14,14 @@ The write times are seconds to write one file whose size the table does not prin
 line ``# file size: 42MB``; the default is 42 MB (42,000,000 B). Lines starting with ``#`` are
 comments; a line without the ``average`` word (a header, a note) is skipped and reported.
 
+The layout the 2006 survey printed is read too: its figures carry unit and label words, which
+say what each figure is and are dropped before reading (3 or 4 write times; ``-`` for no label)::
+
+    Brand Capacity Speed Write times (seconds) Avg. write time Write rate Write X speed Read rate Read X speed
+    Acme 32M 2X 20.100 20.300 20.200 average 20.20 2.079 MB/s write 13.86X write 5.1 MB/s read 34X
+
+A header line (a line without a figure) is skipped and reported as a header.
+
 Every row is recomputed from its raw times and the file size, and each printed figure that
 disagrees beyond rounding is flagged (cardbench.importers.checks).
 """
@@ -29,6 +37,8 @@ AVERAGE_WORDS = {"average", "avg", "avg.", "mean"}
 _CAPACITY_RE = re.compile(r"^\d+(?:[.,]\d+)?\s*(?:[kKmMgGtT](?:i?[bB])?|[bB])$")
 _DIRECTIVE_RE = re.compile(r"^#\s*file[\s_-]*size\s*[:=]\s*(.+?)\s*$", re.IGNORECASE)
 _UNIT_SUFFIX_RE = re.compile(r"(?i)(mb/s|mbps|mb|x|s|sec)$")
+#: words of the 2006 layout between the figures: "2.079 MB/s write 13.86X write 5.1 MB/s read 34X"
+_LABEL_WORDS = {"mb/s", "mbps", "x", "s", "sec", "write", "read", "written"}
 
 
 def _figure(token: str | None) -> Printed | None:
@@ -56,10 +66,12 @@ def file_size_directive(text: str) -> str | None:
 
 def parse_line(line_no: int, line: str, file_bytes: int, size_source: str) -> SurveyRow | Skipped:
     tokens = line.split()
+    if not re.search(r"\d", line):
+        return Skipped(line_no, line.strip(), "a header line")
     idx = next((i for i, t in enumerate(tokens) if t.lower() in AVERAGE_WORDS), None)
     if idx is None:
         return Skipped(line_no, line.strip(), "no 'average' column: a header or a note?")
-    left, right = tokens[:idx], tokens[idx + 1:]
+    left, right = tokens[:idx], [t for t in tokens[idx + 1:] if t.lower() not in _LABEL_WORDS]
     cap_idx = next((i for i, t in enumerate(left) if i >= 1 and _CAPACITY_RE.match(t)), None)
     if cap_idx is None:
         return Skipped(line_no, line.strip(), "no capacity (like 48M or 2GB) after the brand")
