@@ -156,13 +156,12 @@ def _build(rows: list[_Row], *, factor: float, seconds: float, seconds_basis: st
     return tests
 
 
-def _check_complete(path: str, text: str, rows: list[_Row], footer: str) -> None:
+def _check_complete(path: str, text: str, rows: list[_Row], footer: str, footer_name: str) -> None:
     if not rows:
         raise bad_input(path, "no result line", "expected lines like 'SEQ 1MiB (Q= 8, T= 1): ... MB/s' (truncated?)")
     if not re.search(footer, text, re.M):
         last = max(r.line_no for r in rows)
-        raise bad_input(path, f"after line {last}", f"no footer line matching '{footer.strip('^')}': the export "
-                                                    "is truncated")
+        raise bad_input(path, f"after line {last}", f"no {footer_name} footer after it: the export is truncated")
 
 
 def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = None,
@@ -187,7 +186,7 @@ def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = N
         rows.append(_Row(n, line.strip(), kind == "Sequential", "mix" if section == "mix" else section,
                          int(size) * (MiB if unit == "MiB" else KiB), int(q), int(t), _f(rate), _f(iops), _f(lat),
                          mix))
-    _check_complete(path, text, rows, r"^\s*Profile\s*:")
+    _check_complete(path, text, rows, r"^\s*Profile\s*:", "'Profile:'")
     report = ImportReport(path=path, format="kdiskmark")
     factor, why = _kdm_factor(version, rows)
     report.convention = why
@@ -264,7 +263,7 @@ def import_crystaldiskmark(text: str, *, path: str, digest: str, card: Card | No
             bs = 128 * KiB if q else MiB        # 5.x/6.x: Seq Q32T1 128 KiB; 5.x's Seq (T= 1) 1 MiB at QD1
         rows.append(_Row(n, line.strip(), kind == "Sequential", op.lower(), bs, int(q or 1), int(t), _f(rate),
                          _f(iops) if iops else None, None))
-    _check_complete(path, text, rows, r"^\s*(Profile|Test)\s*:")
+    _check_complete(path, text, rows, r"^\s*(Profile|Test)\s*:", "'Profile:' (7.x on) or 'Test :' (5.x, 6.x)")
     report = ImportReport(path=path, format="crystaldiskmark")
     report.convention = (f"CrystalDiskMark {version or '(version not printed)'}: MB/s = 10^6 B/s as its header "
                          "says (IOPS are MB/s x 10^6 / block size); stored as printed")

@@ -329,7 +329,8 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
                 else "dropped"
         else:
             verdict, kind = "damaged", "other"
-    vm = re.search(r"H2testw v(?:ersion )?(\d+\.\d+)", text)
+    found = re.findall(r"H2testw v(?:ersion )?(\d+\.\d+)", text)
+    vm = re.match(r"(.*)", found[-1]) if found else None
     report = ImportReport(path=path, format="h2testw", flags=flags)
     report.convention = (f"H2testw {vm.group(1) if vm else '(version not printed)'}: MByte/GByte are binary "
                          "(2^20, 2^30 B), speeds MByte/s = MiB/s; sizes from sector counts (512 B)")
