@@ -123,7 +123,7 @@ def _check_side(flags: list[Flag], row: str, where: str, rate: float, *, bw_kib:
 
 
 def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | None, layout: int,
-               levels: Any, raw: str) -> TestResult | None:
+               levels: Any, raw: str, iops_whole: bool = False) -> TestResult | None:
     opts = p.options
     rw = str(opts.get("rw") or opts.get("readwrite") or "").split(":")[0].strip().lower()
     kb_base = int(float(opts.get("kb_base") or 1024))
@@ -190,7 +190,7 @@ def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | N
     flags: list[Flag] = []
     _check_side(flags, f"{p.jobname} {p.side}", p.path, rate, bw_kib=p.bw_kib_s, bw_bytes=p.bw_bytes, iops=p.iops,
                 ops_rate=(p.ops / p.runtime_s) if p.ops is not None and p.runtime_s > 0 else None,
-                bs=bs if (fixed_bs or not bs_parts) and p.side != "mixed" else None,
+                bs=bs if (fixed_bs or not bs_parts) and p.side != "mixed" else None, iops_whole=iops_whole,
                 io_kib_rounded=(KiB / p.runtime_s if layout == 2 and p.runtime_s > 0 else 0.0))
     report.flags += flags
     t.warnings += [f"fio's own figure disagrees with its raw data: {f}" for f in flags]
@@ -325,7 +325,7 @@ def import_terse(text: str, *, path: str, digest: str, card: Card | None = None,
             p = FioSide(job_index=line_no, jobname=jobname, side=side, io_bytes=io, runtime_s=secs, ops=ops,
                         bw_kib_s=s["bw"], bw_bytes=None, iops=s["iops"], clat_s=s["clat"], lat_s=s["lat"],
                         slat_mean_s=None, options={}, path=f"line {line_no} {side}")
-            t = _side_test(p, report, namer, fio_version, 2, levels, line)
+            t = _side_test(p, report, namer, fio_version, 2, levels, line, iops_whole=True)
             if t is None:
                 continue
             t.method["ops_from"] = "whole IOPS x runtime (terse prints no operation count)"
