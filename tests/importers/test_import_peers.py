@@ -143,7 +143,7 @@ def test_kdiskmark_true_rate_failed_tests_not_stored_and_flags():
     assert seq.median_bytes_per_s == pytest.approx(95.2 * MiB, rel=0.001)   # its IOPS x block agree
     assert seq.extra["raw"].startswith("Sequential   1 MiB (Q=  8, T= 1):")
     assert [f.line for f in rep.flags] == [17]                            # 2.400 MB/s, but 300 IOPS x 4 KiB
-    assert r.card.name.startswith("/media/card") and r.started_at == "2024-05-01T10:00:00"
+    assert r.card.name == "SanDisk Ultra" and r.target["target"] == "/media/card" and r.started_at == "2024-05-01T10:00:00"
 
 
 def test_kdiskmark_old_and_mix():

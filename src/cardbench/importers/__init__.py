@@ -15,7 +15,7 @@ Formats (``fmt``; recognised by content when None, in this order):
 * ``crystaldiskmark``: CrystalDiskMark's text export, 5.x to 9.x (importers.diskmark).
 * ``f3``: f3write and/or f3read output; ``f3probe``: f3probe output; ``h2testw``: H2testw's
   log. These become ``cardbench.verify/1`` documents (``report.verify_docs``), not speeds
-  (importers.f3). f3write/f3read/H2testw speeds are stored as results too.
+  (importers.f3); their write and read speeds go into the document's ``timings``.
 * ``hdparm``: ``hdparm -t`` / ``-T``; ``dd``: dd's closing line(s) (importers.hdparm_dd).
 * ``table``: the classic whitespace table of a hand-made survey (importers.classic).
 * ``csv``: a legacy CSV survey, columns recognised by name (importers.legacy_csv).

@@ -227,8 +227,13 @@ def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, to
                     device: str | None = None, fix_command: str | None = None, raw: str = "",
                     **fields: Any) -> dict:
     """A ``cardbench.verify/1`` document read from another tool's log (cardbench.verify.doc)."""
+    from pathlib import PurePath
+
     from cardbench.verify.doc import new_doc
     d = new_doc(mode)
+    if card is None or not (card.name or card.brand or card.label):
+        # a log that does not name its card is named by its device, else by its file
+        card = Card(name=device or PurePath(path).stem)
     d.update({"id": import_id(digest, fmt, key), "verdict": verdict, "announced_bytes": announced,
               "usable_bytes": usable, "usable_basis": basis, "kind": kind, "device": device,
               "complete": True, "host": {}, "source": f"import-{fmt}",

@@ -98,12 +98,14 @@ def _date(text: str) -> str | None:
     return None
 
 
-def _target(text: str) -> str | None:
+def _target(text: str) -> tuple[str | None, str | None]:
+    """(card name, target path) from KDiskMark's ``Target: /media/card (/dev/sdb1, 29.72 GiB) [Model]``:
+    the model in brackets names the card when given, else the path."""
     for line in text.splitlines():
-        m = re.match(r"^\s*Target\s*:\s*(.+?)\s*$", line)
+        m = re.match(r"^\s*Target\s*:\s*(\S+)(?:\s*\(([^)]*)\))?(?:\s*\[(.*)\])?\s*$", line)
         if m:
-            return m.group(1)
-    return None
+            return (m.group(3) or m.group(1)), m.group(1)
+    return None, None
 
 
 class _Row:
@@ -197,9 +199,10 @@ def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = N
                    tool="KDiskMark", version=version or None, check_iops=True,
                    iops_slack_bytes=lambda r: r.t * KiB + 0.0005 * factor + 1e-4 * r.iops.value * r.bs)
     if tests:
-        target = _target(text)
+        name, where = _target(text)
         report.results.append(imported_result(path=path, fmt="kdiskmark", digest=digest, key="all", tests=tests,
-                                              card=card or Card(name=target), reader=reader, started=_date(text),
+                                              card=card or Card(name=name), reader=reader, started=_date(text),
+                                              target={"target": where} if where else None,
                                               tool={"tool_version": version or None},
                                               warnings=["KDiskMark figures corrected: stored at "
                                                         f"{factor / 1e6:g} x the printed MB/s"]))
