@@ -158,6 +158,18 @@ def _build(rows: list[_Row], *, factor: float, seconds: float, seconds_basis: st
     return tests
 
 
+def _result_lines(text: str):
+    """(line number, line, section, read percent of a [Mix]) of each line that starts like a result."""
+    section, mix = None, None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = _SECTION.match(line)
+        if s:
+            section = s.group(1).lower()
+            mix = int(s.group(2)) if s.group(2) else None
+        elif _RESULT_START.match(line):
+            yield n, line, section, mix
+
+
 def _check_complete(path: str, text: str, rows: list[_Row], footer: str, footer_name: str) -> None:
     if not rows:
         raise bad_input(path, "no result line", "expected lines like 'SEQ 1MiB (Q= 8, T= 1): ... MB/s' (truncated?)")
@@ -171,15 +183,7 @@ def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = N
     m = _KDM_VERSION.search(text)
     version = (m.group(1) or "").strip() if m else ""
     rows: list[_Row] = []
-    section, mix = None, None
-    for n, line in enumerate(text.splitlines(), 1):
-        s = _SECTION.match(line)
-        if s:
-            section = s.group(1).lower()
-            mix = int(s.group(2)) if s.group(2) else None
-            continue
-        if not _RESULT_START.match(line):
-            continue
+    for n, line, section, mix in _result_lines(text):
         lm = _KDM_LINE.match(line)
         if lm is None or section is None:
             raise bad_input(path, f"line {n}", "not a KDiskMark result line ('Sequential 1 MiB (Q= 8, T= 1): "
@@ -237,14 +241,8 @@ def import_crystaldiskmark(text: str, *, path: str, digest: str, card: Card | No
     m = _CDM_VERSION.search(text)
     version = m.group(1) if m else None
     rows: list[_Row] = []
-    section, mix = None, None
-    for n, line in enumerate(text.splitlines(), 1):
-        s = _SECTION.match(line)
-        if s:
-            section = s.group(1).lower()
-            mix = int(s.group(2)) if s.group(2) else None
-            continue
-        if not _RESULT_START.match(line) or re.match(r"^\s*(SEQ|RND)\d", line):
+    for n, line, section, mix in _result_lines(text):
+        if re.match(r"^\s*(SEQ|RND)\d", line):        # a "SEQ1M Q8T1" caption, not a result
             continue
         nm = _CDM_NEW.match(line)
         if nm:
