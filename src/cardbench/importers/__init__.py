@@ -223,7 +223,7 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         if card is not None:
             report.notes.append("--card applies to single-card formats; survey rows name their cards")
         return report
-    if file_size is not None and fmt != "dd":
+    if file_size is not None:
         raise UsageError(f"--file-size applies to surveys (table, csv), not to {fmt}")
     from cardbench.importers import diskmark, f3, hdparm_dd
     from cardbench.importers.fio import import_terse
