@@ -332,3 +332,17 @@ def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
     bad.write_text("hello\n")
     r = run_cli("import", str(bad), "--db", db)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "tried" in r.stderr
+
+
+@pytest.mark.parametrize("text, where", [
+    ("67108864 bytes (67 MB, 64 MiB) copied, abc s, 13.1 MB/s\n", "line 1: a dd closing line"),
+    ("/dev/sdb:\n Timing buffered disk reads: lots MB in 3 seconds\n", "line 2: an hdparm"),
+    ("3;fio-3.33;job;0;0;100;200;300;400\n", "line 1: 9 fields"),
+    ('{"fio version": "fio-3.33", "jobs": [{"jobname": "x", "read": {"io_bytes": "abc", "runtime": 5}}]}',
+     r"jobs\[0\]\.read\.io_bytes: 'abc' is not a number"),
+    ("F3 read 8.0\n        SECTORS      ok/corrupted/changed/overwritten\n"
+     "Validating file 1.h2w ...   65280/        0/      0/      0\n", "no 'Data OK:' line"),
+])
+def test_mangled_exports_name_the_line_or_key(text, where, tmp_path):
+    with pytest.raises(UsageError, match=where + ".*nothing imported"):
+        import_text(text)

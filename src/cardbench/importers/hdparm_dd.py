@@ -48,12 +48,11 @@ _BIN = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
 def is_hdparm(text: str) -> bool:
-    return any(_HDPARM.match(ln) for ln in text.splitlines())
+    return bool(re.search(r"^\s*Timing (cached|buffered disk|O_DIRECT \w+) reads:", text, re.M))
 
 
 def is_dd(text: str) -> bool:
-    return any(_DD_GNU.match(ln.strip().split("\r")[-1]) or _DD_BSD.match(ln.strip())
-               for ln in text.splitlines())
+    return bool(re.search(r"^\d+\+\d+ records out|^\d+ bytes?\b.*(copied|transferred)", text, re.M))
 
 
 def _p(text: str) -> Printed:
