@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import textwrap
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,17 +61,15 @@ class ImportReport:
         out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
-        if self.convention:
-            out.append(f"units: {self.convention}")
-        for d in self.verify_docs:
-            out.append(verify_line(d))
-        out += [f"note: {n}" for n in self.notes]
+        said = ([f"units: {self.convention}"] if self.convention else []) + \
+            [verify_line(d) for d in self.verify_docs] + [f"note: {n}" for n in self.notes]
+        out += [textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False) for line in said]
         if self.format != "cardbench":
             out.append(f"{len(self.flags)} figure{'s' if len(self.flags) != 1 else ''} disagree"
                        f"{'s' if len(self.flags) == 1 else ''} with the row's own raw data beyond rounding"
                        + (":" if self.flags else ""))
-        out += [f"  {f}" for f in self.flags]
-        out += [f"  {s}" for s in self.skipped]
+        out += [textwrap.fill(str(x), width=80, initial_indent="  ", subsequent_indent="    ",
+                              break_on_hyphens=False) for x in [*self.flags, *self.skipped]]
         return out
 
     def flagged_lines(self) -> list[int]:
