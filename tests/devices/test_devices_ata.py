@@ -293,3 +293,46 @@ def test_list_agrees_with_hdparm_on_a_sat_device():
 def test_recorded_dumps_have_their_origin_noted():
     assert os.path.exists(os.path.join(DUMPS, "README.md"))
     assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(DUMPS, "*.hdparm"))) == sorted(RECORDED)
+
+
+# --- cardbench identify -------------------------------------------------------------------------
+
+
+def test_identify_command_reads_a_dump_file_and_stdin(tmp_path):
+    dump = tmp_path / "card.bin"
+    dump.write_bytes(build_identify(**UDMA_CARD))
+    proc = run_cli("identify", str(dump))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "CompactFlash card LEXAR ATA FLASH CARD, serial L07A3K21C9"
+    assert "  modes      UDMA 0-4 (4 in use), MDMA 0-4, PIO 0-6" in lines
+    assert "  caps       66.7 MB/s: UDMA 4, in use" in lines
+    assert max(len(line) for line in lines) <= 80
+    with open(os.path.join(DUMPS, "maxtor-6b200m0-sda.hdparm"), encoding="ascii") as f:
+        proc = run_cli("identify", "-", "--json", input=f.read())
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["identity"] == "ata:Maxtor 6B200M0|B4038RRH|390721968" and doc["mode"]["name"] == "UDMA 5"
+
+
+@pytest.mark.parametrize("content,code,words", [
+    (hdparm_text(build_identify())[:100], 2, "IDENTIFY dump truncated: 20 words"),
+    ("hello world\n", 2, "IDENTIFY dump line 1 is not hex words ('hello world')"),
+    (hdparm_text(build_identify(general_config=0x85C0, extra={83: 0})), 2, "an ATAPI device"),
+])
+def test_identify_command_bad_dumps_get_one_line(tmp_path, content, code, words):
+    dump = tmp_path / "dump.txt"
+    dump.write_text(content)
+    proc = run_cli("identify", str(dump))
+    assert proc.returncode == code
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and words in proc.stderr
+
+
+@needs_loop
+def test_identify_command_on_a_device_that_is_not_ata(loop, tmp_path):
+    dev, _ = loop
+    proc = run_cli("identify", dev)
+    assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1
+    assert f"cardbench: {dev}: not ATA: " in proc.stderr
+    proc = run_cli("identify", str(tmp_path / "missing"))
+    assert proc.returncode == 3 and "does not exist" in proc.stderr

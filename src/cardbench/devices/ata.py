@@ -566,3 +566,39 @@ def read_identify(path: str, timeout: float = DEFAULT_TIMEOUT) -> AtaProbe:
         return box[0]
     return AtaProbe(path, "timed out", f"{path} did not answer IDENTIFY DEVICE within {timeout:g} s; "
                                        "abandoned (the card or its reader stalls)", seconds=time.monotonic() - start)
+
+
+def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any = None) -> Identify:
+    """The IDENTIFY data ``source`` names: a device (asked with :func:`read_identify`), a file
+    holding a dump (512 raw bytes or ``hdparm --Istdout`` text), or "-" for a dump on stdin.
+
+    Raises one-line errors: :class:`IdentifyError` for a dump that cannot be read, TargetError for
+    a missing file or a device that is not ATA behind SAT, EnvironmentMissing without root,
+    DeviceFault when the device stalls or fails.
+    """
+    from cardbench.errors import DeviceFault, EnvironmentMissing, TargetError
+    if source == "-":
+        stream = stdin if stdin is not None else __import__("sys").stdin.buffer
+        return decode_identify(stream.read(64 * 1024))
+    try:
+        st = os.stat(source)
+    except FileNotFoundError:
+        raise TargetError(f"{source} does not exist") from None
+    except OSError as e:
+        raise TargetError(f"cannot access {source}: {e.strerror or e}") from None
+    if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        probe = read_identify(source, timeout)
+        if probe.identify is not None:
+            return probe.identify
+        kind = {"needs root": EnvironmentMissing, "not available": TargetError}.get(probe.status, DeviceFault)
+        raise kind(f"{source}: {probe.reason}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{source} is neither a device nor a file with an IDENTIFY dump")
+    if st.st_size > 64 * 1024:
+        raise IdentifyError(f"{source} is {st.st_size} bytes: not an IDENTIFY dump (512 bytes, or hdparm "
+                            "--Istdout text)")
+    try:
+        with open(source, "rb") as f:
+            return decode_identify(f.read())
+    except OSError as e:
+        raise TargetError(f"cannot read {source}: {e.strerror or e}") from None
