@@ -580,12 +580,9 @@ def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any =
     if source == "-":
         stream = stdin if stdin is not None else __import__("sys").stdin.buffer
         return decode_identify(stream.read(64 * 1024))
-    try:
-        st = os.stat(source)
-    except FileNotFoundError:
-        raise TargetError(f"{source} does not exist") from None
-    except OSError as e:
-        raise TargetError(f"cannot access {source}: {e.strerror or e}") from None
+    if not os.path.exists(source):
+        raise TargetError(f"{source} does not exist")
+    st = os.stat(source)
     if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
         probe = read_identify(source, timeout)
         if probe.identify is not None:
