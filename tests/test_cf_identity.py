@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ata_blocks import UDMA_CARD, build_identify
+from ata_blocks import build_identify
 from realparts import ROOT, loop_device, run_cli
 
 from cardbench.devices.ata import AtaProbe, decode_identify, read_identify

@@ -348,7 +348,6 @@ def hdparm_text(data: bytes) -> str:
 
 SG_IO = 0x2285
 SG_DXFER_FROM_DEV = -3
-SG_INFO_OK_MASK = 0x1
 ATA_IDENTIFY_DEVICE = 0xEC
 #: PIO Data-In (protocol 4), data from the device, length in the sector count field, in blocks
 _PROTO_PIO_IN = 4 << 1
@@ -520,7 +519,8 @@ def _probe(path: str, timeout: float) -> AtaProbe:
                 raw = _sg_identify(fd, length, max(1, int(timeout * 1000)))
             except OSError as e:
                 if e.errno in _NOT_SG:
-                    return done("not available", f"not ATA: {path} takes no SCSI pass-through (SG_IO: {os.strerror(e.errno)})")
+                    return done("not available", f"not ATA: {path} takes no SCSI pass-through "
+                                                 f"(SG_IO: {os.strerror(e.errno)})")
                 if e.errno in (errno.ETIMEDOUT, errno.EIO) and length == 16:
                     refused.append(f"ATA PASS-THROUGH (16): {os.strerror(e.errno)}")
                     continue

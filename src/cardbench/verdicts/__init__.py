@@ -21,16 +21,16 @@ from typing import Any, Mapping
 
 from cardbench.errors import UsageError
 from cardbench.result import Result
-from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, clear_limits, mark_limits, path_ceiling,
-                                       plausibility)
+from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, clear_limits, interface_mode_ceiling, mark_limits,
+                                       path_ceiling, plausibility)
 from cardbench.verdicts.claims import INDICATIVE_NOTE, judge
 from cardbench.verdicts.labels import (Check, Claim, claims_from_ssr, label_identify_mismatches,
                                       label_register_mismatches, parse_label)
 from cardbench.verdicts.readers import reader_ceilings, rejudge_reader, rejudge_result
 
 __all__ = ["Ceiling", "Check", "Claim", "INDICATIVE_NOTE", "ceilings_for", "check_result", "claims_from_ssr",
-           "clear_limits", "judge", "label_identify_mismatches", "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling",
-           "plausibility", "reader_ceilings", "rejudge_reader", "rejudge_result"]
+           "clear_limits", "interface_mode_ceiling", "judge", "label_identify_mismatches",
+           "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling", "plausibility", "reader_ceilings", "rejudge_reader", "rejudge_result"]
 
 
 def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
