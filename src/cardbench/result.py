@@ -129,7 +129,13 @@ class TestResult:
 
 @dataclass
 class Card:
-    """What the user told us and what the device told us about the card."""
+    """What the user told us and what the device told us about the card.
+
+    ``ata``: what a CompactFlash (or other ATA) card said in its IDENTIFY DEVICE data, when it
+    answered through the reader (:meth:`cardbench.devices.ata.Identify.summary`: model, serial,
+    firmware, sectors, PIO/MDMA/UDMA modes supported and in use). Such a card is known by model +
+    serial + sectors, so two cards of one make and size in the same reader are two cards.
+    """
 
     name: str | None = None
     brand: str | None = None
@@ -137,9 +143,14 @@ class Card:
     label: str | None = None
     serial: str | None = None
     model: str | None = None
+    ata: dict[str, Any] | None = None
 
     def identity(self) -> str:
-        """A stable key for grouping runs of the same card: serial+capacity, else the user's name."""
+        """A stable key for grouping runs of the same card: the ATA identity (model, serial, sectors)
+        of a card that answered IDENTIFY with a serial, else serial+capacity, else the user's name."""
+        ata = self.ata or {}
+        if ata.get("serial"):
+            return f"ata:{ata.get('model') or ''}|{ata['serial']}|{ata.get('sectors') or ''}"
         if self.serial:
             return f"serial:{self.serial}:{self.capacity_bytes or ''}"
         parts = [self.brand or "", self.name or "", str(self.capacity_bytes or ""), self.label or ""]
@@ -153,7 +164,7 @@ class Card:
     @classmethod
     def from_dict(cls, d: dict | None) -> "Card":
         d = d or {}
-        return cls(**{k: d.get(k) for k in ("name", "brand", "capacity_bytes", "label", "serial", "model")})
+        return cls(**{k: d.get(k) for k in ("name", "brand", "capacity_bytes", "label", "serial", "model", "ata")})
 
 
 @dataclass

@@ -198,6 +198,7 @@ for _module, _attr in [
     ("cardbench.cli.results_cmd", "import_cmd"),
     ("cardbench.cli.results_cmd", "export"),
     ("cardbench.cli.list_cmd", "list_cmd"),
+    ("cardbench.cli.identify_cmd", "identify_cmd"),
     ("cardbench.cli.emulate_cmd", "emulate"),
     ("cardbench.cli.readers_cmd", "readers"),
     ("cardbench.cli.demo_cmd", "demo"),

@@ -55,6 +55,22 @@ def _reader(d: BlockDevice) -> str:
     return ""
 
 
+def _ata_line(d: BlockDevice) -> str:
+    """What the card behind the reader said to ATA IDENTIFY: "CF card SanDisk SDCFH-004G, s/n ...,
+    UDMA 0-4 (4 in use)"; a probe that timed out or failed says so; "not ATA" stays quiet."""
+    probe = d.ata
+    if probe is None:
+        return ""
+    ident = probe.identify
+    if ident is not None:
+        kind = "CF card" if ident.is_cf else "ATA device"
+        serial = f", s/n {ident.serial}" if ident.serial else ", no serial"
+        return f"{kind} {ident.model}{serial}, {ident.modes_text()}"
+    if probe.status in ("timed out", "failed") and d.transport == "usb":
+        return f"IDENTIFY {probe.status}"
+    return ""
+
+
 def _mounts(d: BlockDevice) -> str:
     """Mount points of the device and its partitions, and swap / holder uses."""
     out = []
@@ -85,6 +101,9 @@ def render_table(devices: list[BlockDevice]):
             model = f"{d.model or '?'} (maker 0x{d.card.cid.manufacturer_id:02x}" + (f": {hint}?)" if hint else ")")
         else:
             model = " ".join(x for x in (d.vendor, d.model) if x)
+        ata = _ata_line(d)
+        if ata:
+            model = f"{model}\n{ata}" if model else ata
         marker = "[bold red]SYSTEM[/bold red]" if d.system else ("in use" if d.in_use_reason else "")
         reader = _reader(d)
         table.add_row(escape(d.path), _size(d), escape(d.transport or "?"), escape(model), escape(d.serial or ""),
@@ -98,9 +117,10 @@ def list_cmd(as_json: bool) -> None:
     """List block devices: size, bus, model, serial, reader and link speed, mounts, system disks.
 
     SD cards in a native slot also show what their registers declare (speed, UHS, video and
-    application classes). Devices marked SYSTEM hold the running system and are never written to.
+    application classes); CompactFlash cards behind a SAT reader what they answer to ATA
+    IDENTIFY (model, serial, transfer modes), as root. Devices marked SYSTEM hold the running system and are never written to.
     """
-    devices = list_devices()
+    devices = list_devices(probe_ata=True)
     if as_json:
         click.echo(json.dumps(devices_document(devices), indent=2))
         return

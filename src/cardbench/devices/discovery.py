@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cardbench.devices.ata import DEFAULT_TIMEOUT, AtaProbe, read_identify
 from cardbench.devices.mounts import Mount, is_system_mountpoint, read_mountinfo, read_swaps
 from cardbench.devices.registers import Cid, Csd, SdStatus, decode_cid, decode_csd, decode_ssr
 from cardbench.devices.sysfs import list_dir, natural_key, read_bytes, read_int, read_text
@@ -122,6 +123,8 @@ class BlockDevice:
     sysfs_path: str | None = None
     usb: UsbInfo | None = None
     card: CardInfo | None = None
+    #: what the device said to ATA IDENTIFY DEVICE (a CF card behind a SAT reader), when asked
+    ata: AtaProbe | None = None
 
     @property
     def medium_present(self) -> bool:
@@ -145,6 +148,7 @@ class BlockDevice:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (dataclass fields plus ``medium_present`` and ``all_mountpoints``)."""
         d = asdict(self)
+        d["ata"] = self.ata.to_dict() if self.ata is not None else None
         d["medium_present"] = self.medium_present
         d["all_mountpoints"] = self.all_mountpoints()
         return d
@@ -528,18 +532,29 @@ def _link_usb(devices: list[BlockDevice]) -> None:
 # --- public -----------------------------------------------------------------------------------------
 
 
+def may_speak_ata(dev: BlockDevice) -> bool:
+    """Whether asking ``dev`` for ATA IDENTIFY makes sense: a real disk with a medium, not an SD card
+    on a native host (its registers say who it is) nor a virtual device (loop, dm, md...)."""
+    return dev.medium_present and dev.card is None and dev.transport not in VIRTUAL_TRANSPORTS
+
+
 def _is_live(sysfs_root: str) -> bool:
     """True when ``sysfs_root`` is the running kernel's /sys (then lsblk and stat() make sense)."""
     return os.path.realpath(sysfs_root) == "/sys"
 
 
-def list_devices(sysfs_root: str = "/sys", lsblk_json: Any = None, *, proc_root: str = "/proc") -> list[BlockDevice]:
+def list_devices(sysfs_root: str = "/sys", lsblk_json: Any = None, *, proc_root: str = "/proc",
+                 probe_ata: bool = False, ata_timeout: float = DEFAULT_TIMEOUT) -> list[BlockDevice]:
     """Every block device the kernel lists in ``<sysfs_root>/block``, as ``BlockDevice`` records.
 
     ``lsblk_json`` is lsblk's JSON output (dict, string or file path); when None and ``sysfs_root`` is
     the live ``/sys``, ``lsblk`` is run (and silently skipped if missing). Mounts and swap are read
     from ``<proc_root>/self/mountinfo`` and ``<proc_root>/swaps``. Unbound loop devices and RAM disks
     are left out, as lsblk does; empty reader slots (size 0) are kept.
+
+    ``probe_ata``: on the live system, ask every device that may be an ATA card (:func:`may_speak_ata`)
+    for its IDENTIFY data (root only, read-only, ``ata_timeout`` seconds at most each); the answer,
+    or why there is none, is ``BlockDevice.ata``.
     """
     sysfs_root = os.fspath(sysfs_root)
     proc_root = os.fspath(proc_root)
@@ -553,6 +568,10 @@ def list_devices(sysfs_root: str = "/sys", lsblk_json: Any = None, *, proc_root:
                   read_swaps(os.path.join(proc_root, "swaps")), sysfs_root, live)
     _apply_usage(devices)
     _link_usb(devices)
+    if probe_ata and live:
+        for d in devices:
+            if may_speak_ata(d):
+                d.ata = read_identify(d.path, ata_timeout)
     return devices
 
 

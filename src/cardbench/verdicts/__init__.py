@@ -1,9 +1,11 @@
 """Verdicts: what a result means against a label, the path's ceiling and other results.
 
 * :mod:`~cardbench.verdicts.labels`: ``parse_label(text) -> list[Claim]``, ``claims_from_ssr(fields)``,
-  ``label_register_mismatches(label_claims, fields)``;
+  ``label_register_mismatches(label_claims, fields)``, ``label_identify_mismatches(label_claims, ata)``
+  (a "UDMA n" label against the modes a CF card announces in its IDENTIFY data);
 * :mod:`~cardbench.verdicts.claims`: ``judge(result, claims, ceilings=None) -> list[dict]``;
 * :mod:`~cardbench.verdicts.ceiling`: ``path_ceiling(reader) -> Ceiling | None``,
+  ``interface_mode_ceiling(card.ata)`` (a CF card's transfer mode),
   ``mark_limits(result, ceiling)``, ``plausibility(result)``;
 * :mod:`~cardbench.verdicts.readers`: ``reader_ceilings(results) -> list[dict]``,
   ``rejudge_reader(store, reader_identity) -> list[Result]`` (stored results of a reader judged
@@ -19,15 +21,16 @@ from typing import Any, Mapping
 
 from cardbench.errors import UsageError
 from cardbench.result import Result
-from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, clear_limits, mark_limits, path_ceiling,
-                                       plausibility)
+from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, clear_limits, interface_mode_ceiling, mark_limits,
+                                       path_ceiling, plausibility)
 from cardbench.verdicts.claims import INDICATIVE_NOTE, judge
-from cardbench.verdicts.labels import Check, Claim, claims_from_ssr, label_register_mismatches, parse_label
+from cardbench.verdicts.labels import (Check, Claim, claims_from_ssr, label_identify_mismatches,
+                                      label_register_mismatches, parse_label)
 from cardbench.verdicts.readers import reader_ceilings, rejudge_reader, rejudge_result
 
 __all__ = ["Ceiling", "Check", "Claim", "INDICATIVE_NOTE", "ceilings_for", "check_result", "claims_from_ssr",
-           "clear_limits", "judge", "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling",
-           "plausibility", "reader_ceilings", "rejudge_reader", "rejudge_result"]
+           "clear_limits", "interface_mode_ceiling", "judge", "label_identify_mismatches",
+           "label_register_mismatches", "mark_limits", "parse_label", "path_ceiling", "plausibility", "reader_ceilings", "rejudge_reader", "rejudge_result"]
 
 
 def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
@@ -54,7 +57,8 @@ def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
     register = claims_from_ssr(dict(ssr)) if ssr else []
     if claims or register:
         result.claims = judge(result, claims + register, ceilings)
-    if ssr and claims:
-        for finding in label_register_mismatches(claims, dict(ssr)):
-            if finding not in result.warnings:
-                result.warnings.append(finding)
+    findings = label_register_mismatches(claims, dict(ssr)) if ssr and claims else []
+    findings += label_identify_mismatches(claims, result.card.ata)
+    for finding in findings:
+        if finding not in result.warnings:
+            result.warnings.append(finding)

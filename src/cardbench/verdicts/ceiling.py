@@ -24,7 +24,10 @@ moves to 43 MB/s and the limit to the bus maximum (no practical UAS figure is so
 Gen 1: ~400 MB/s "realistic" [S39] of 500 MB/s after 8b/10b. Faster USB links have no sourced
 practical figure: their after-encoding maximum is used for every line. On a native SD host the
 bus mode sets all three lines: DS 12.5, HS 25, SDR50/DDR50 50, SDR104 104 MB/s [S14], or the
-actual clock x bus width / 8 when known (hosts often run below nominal [S51]).
+actual clock x bus width / 8 when known (hosts often run below nominal [S51]). A CompactFlash card
+that answered ATA IDENTIFY adds its transfer mode (:func:`interface_mode_ceiling`: PIO 4 16.7,
+UDMA 4 66.7 MB/s... [S23][S66][S67]) as all three lines; where two ceilings apply, the lower
+typical line wins and the lower physical line is kept for the implausibility check.
 
 The kernel prints "12" both for Full Speed and for an unknown speed [S31]; such a ceiling is
 ``speed_may_be_unknown`` and is dropped when a figure exceeds it, rather than calling the figure
@@ -54,6 +57,9 @@ class Ceiling:
     sources: tuple[str, ...] = ()
     note: str = ""
     speed_may_be_unknown: bool = False
+    #: what ``physical_bytes_per_s`` belongs to, when another link than ``label`` is slower at that
+    #: line (a CF card's transfer mode behind a USB link whose typical rate is lower still)
+    physical_label: str | None = None
 
     @property
     def limited_from_bytes_per_s(self) -> float:
@@ -66,15 +72,22 @@ class Ceiling:
         span = f"~{lo} MB/s" if lo == hi else f"~{lo}-{hi} MB/s"
         return f"{self.label}, {span}"
 
+    @property
+    def who(self) -> str:
+        """What sets a figure at this ceiling, in words."""
+        return {"observed": "the reader", "card-mode": "the card's interface mode"}.get(self.basis,
+                                                                                         "the reader or bus")
+
     def limited_by_text(self) -> str:
-        who = "the reader" if self.basis == "observed" else "the reader or bus"
-        return f"limited by {who} ({self.describe()}); the card may be faster"
+        if self.basis == "card-mode":
+            return f"limited by the card's interface mode ({self.describe()}); its flash may be faster"
+        return f"limited by {self.who} ({self.describe()}); the card may be faster"
 
     def to_dict(self) -> dict[str, Any]:
         return {"limit_bytes_per_s": self.limit_bytes_per_s, "typical_bytes_per_s": self.typical_bytes_per_s,
                 "physical_bytes_per_s": self.physical_bytes_per_s, "label": self.label, "basis": self.basis,
                 "directions": list(self.directions), "sources": list(self.sources), "note": self.note,
-                "speed_may_be_unknown": self.speed_may_be_unknown}
+                "speed_may_be_unknown": self.speed_may_be_unknown, "physical_label": self.physical_label}
 
 
 Ceilings = Union[Ceiling, Mapping[str, Ceiling], None]
@@ -184,6 +197,45 @@ def path_ceiling(reader: Reader, *, sd_mode: str | None = None, sd_clock_hz: flo
     return None
 
 
+_MODE_TABLES = {"PIO": "cf_pio", "MDMA": "cf_mdma", "UDMA": "cf_udma"}
+
+
+def mode_rate(kind: str, number: int) -> float | None:
+    """bytes/s a CF/ATA transfer mode carries at most ("PIO", 4) -> 16.7 MB/s; None for a mode
+    without a verified rate (CF 3.0's PIO 5-6 and MDMA 3-4) or an unknown one."""
+    table = _MODE_TABLES.get(str(kind).upper())
+    entry = ratings()[table].get(f"{str(kind).upper()}{number}") if table else None
+    if entry is None or "ceiling_bytes_per_s" not in entry:
+        return None
+    return float(entry["ceiling_bytes_per_s"])
+
+
+def interface_mode_ceiling(ata: Mapping[str, Any] | None) -> Ceiling | None:
+    """The ceiling a CompactFlash card's transfer mode sets, from its IDENTIFY summary
+    (``Card.ata``): the mode in use, i.e. the highest one both the card and the reader's bridge
+    use (the one the bridge selected; with no DMA mode selected, the card's fastest PIO mode, an
+    upper bound). Data crosses the card's ATA bus at that mode, so no figure can pass it: at it,
+    "limited by the card's interface mode"; above it, a cache. None when the card did not answer
+    or its mode has no verified rate (PIO 5-6, MDMA 3-4: see ``data/ratings.toml``)."""
+    mode = (ata or {}).get("mode") or {}
+    kind, number = mode.get("kind"), mode.get("number")
+    if kind is None or number is None:
+        return None
+    rate = mode_rate(kind, int(number))
+    if rate is None:
+        return None
+    entry = ratings()[_MODE_TABLES[str(kind).upper()]][f"{str(kind).upper()}{int(number)}"]
+    name = f"{str(kind).upper()} {int(number)}"
+    if mode.get("selected"):
+        label, note = f"card mode {name}", f"{name} is the transfer mode the reader selected on the card."
+    else:
+        label = f"card mode {name} (no DMA selected)"
+        note = (f"No DMA mode is selected on the card, so the reader talks PIO; {name} is the card's fastest "
+                "PIO mode, the most it can be.")
+    return Ceiling(limit_bytes_per_s=rate, typical_bytes_per_s=rate, physical_bytes_per_s=rate, label=label,
+                   basis="card-mode", sources=tuple(entry["sources"]), note=f"{note} {entry['note']}")
+
+
 def observed_ceiling(finding: Mapping[str, Any], accept: tuple[str, ...] = ("likely",)) -> Ceiling | None:
     """A :class:`Ceiling` from one finding of :func:`cardbench.verdicts.readers.reader_ceilings`
     (its top level or one of its ``findings``); None when it names no ceiling or its confidence
@@ -216,6 +268,10 @@ def ceilings_for(result: Result, observed: list[Mapping[str, Any]] | None = None
     out: dict[str, Ceiling] = {}
     if base is not None:
         out = {"read": base, "write": base}
+    mode = interface_mode_ceiling(result.card.ata)
+    if mode is not None:
+        for direction in ("read", "write"):
+            out[direction] = _lower(out.get(direction), mode)
     identity = result.reader.identity()
     for entry in observed or []:
         if entry.get("identity") != identity:
@@ -228,8 +284,26 @@ def ceilings_for(result: Result, observed: list[Mapping[str, Any]] | None = None
                 current = out.get(direction)
                 if current is None or seen.typical_bytes_per_s < current.typical_bytes_per_s:
                     physical = current.physical_bytes_per_s if current else None
-                    out[direction] = replace(seen, physical_bytes_per_s=physical)
+                    out[direction] = replace(seen, physical_bytes_per_s=physical,
+                                             physical_label=(current.physical_label or current.label)
+                                             if current else None)
     return out
+
+
+def _lower(current: Ceiling | None, other: Ceiling) -> Ceiling:
+    """Of two ceilings on one path, the one with the lower typical line, keeping the lower physical
+    line of the two (and what it belongs to) for the implausibility check."""
+    if current is None:
+        return other
+    low, high = (other, current) if other.typical_bytes_per_s <= current.typical_bytes_per_s else (current, other)
+    phys = [c for c in (low, high) if c.physical_bytes_per_s is not None]
+    if not phys:
+        return low
+    floor = min(phys, key=lambda c: c.physical_bytes_per_s)   # type: ignore[arg-type, return-value]
+    if floor is low:
+        return low
+    return replace(low, physical_bytes_per_s=floor.physical_bytes_per_s,
+                   physical_label=floor.physical_label or floor.label)
 
 
 def direction_of_test(name: str) -> str | None:
@@ -288,14 +362,15 @@ def mark_limits(result: Result, ceiling: Ceilings) -> None:
                             f"({fmt_rate(c.physical_bytes_per_s)}); the kernel prints 12 Mbit/s also for an "
                             "unknown link speed, so the speed is probably unknown: no ceiling applied")
             else:
-                _warn(test, f"{test.name}: {fmt_rate(median)} is implausible: faster than {c.label} can carry "
-                            f"({fmt_rate(c.physical_bytes_per_s)}); the figure is a cache (the page cache or "
-                            "the device's), not the card")
+                _warn(test, f"{test.name}: {fmt_rate(median)} is implausible: faster than "
+                            f"{c.physical_label or c.label} can carry ({fmt_rate(c.physical_bytes_per_s)}); "
+                            "the figure is a cache (the page cache or the device's), not the card")
             continue
         if median >= c.limited_from_bytes_per_s:
             test.limited_by = c.limited_by_text()
-            _warn(test, f"{test.name}: {fmt_rate(median)} {AT_CEILING} ({c.describe()}): "
-                        "the reader or bus, not the card, may set this figure")
+            what = ("the card's interface mode, not its flash, sets this figure" if c.basis == "card-mode"
+                    else "the reader or bus, not the card, may set this figure")
+            _warn(test, f"{test.name}: {fmt_rate(median)} {AT_CEILING} ({c.describe()}): {what}")
 
 
 def clear_limits(result: Result) -> None:

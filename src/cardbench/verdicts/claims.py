@@ -40,7 +40,7 @@ from cardbench.result import Result, TestResult
 from cardbench.stats import summarize
 from cardbench.units import MB, MiB, fmt_rate
 from cardbench.verdicts.ceiling import Ceiling, Ceilings, ceilings_for, pick
-from cardbench.verdicts.labels import Check, Claim
+from cardbench.verdicts.labels import Check, Claim, udma_against_card
 
 INDICATIVE_NOTE = ("indicative, not compliance: a host behind a USB reader cannot reproduce the SD bus test "
                    "conditions (CMD20 Start Recording, AU alignment, bus clock) [S12], and vendors' own test "
@@ -116,6 +116,8 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
         if measured > required:
             reason += ("; faster than this mode allows: the card supports a faster mode than labelled, "
                        "or a cache answered")
+        if claim.kind == "udma" and result.card.ata:
+            reason += "; " + udma_against_card(claim.name, result.card.ata)[1]
         return _row(claim, check, **base, reason=reason + ".")
 
     margin = measured / required - 1
@@ -132,7 +134,8 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
 
     if c is not None and c.physical_bytes_per_s is not None and measured > c.physical_bytes_per_s:
         return _row(claim, check, **base, reason=(
-            f"{got}: faster than {c.label} can carry ({_fmt(c.physical_bytes_per_s, 'B/s')}), so the figure came "
+            f"{got}: faster than {c.physical_label or c.label} can carry ({_fmt(c.physical_bytes_per_s, 'B/s')}), "
+            "so the figure came "
             "from a cache, not the card"))
     if c is not None and c.limit_bytes_per_s < required:
         return _row(claim, check, **base, reason=(

@@ -404,3 +404,43 @@ def label_register_mismatches(label_claims: list[Claim], ssr_fields: dict[str, A
             findings.append(f"label/register mismatch: the label says {said}, the card declares no {title} "
                             "in its SD Status register")
     return findings
+
+
+def _span(modes: list[int]) -> str:
+    if not modes:
+        return "none"
+    lo, hi = min(modes), max(modes)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def udma_against_card(name: str, ata: dict[str, Any]) -> tuple[bool, str]:
+    """A label's "UDMA n" against what the card announces in its IDENTIFY data (word 88 [S67]):
+    (the card supports it, the finding in words)."""
+    n = int(re.sub(r"[^0-9]", "", name))
+    modes = [int(m) for m in ata.get("udma_modes") or []]
+    in_use = ata.get("udma_selected")
+    said = f"UDMA {_span(modes)}" if modes else "no Ultra DMA mode"
+    use = f", UDMA {in_use} in use" if in_use is not None else ", none in use"
+    if n in modes:
+        text = f"the card itself announces UDMA {n} (IDENTIFY word 88: {said}{use if modes else ''})"
+        if in_use is not None and in_use < n:
+            text += f"; the reader uses UDMA {in_use}, so it, not the card, caps the transfer mode"
+        elif in_use is None:
+            text += "; the reader selected no Ultra DMA mode, so it talks a slower mode to the card"
+        return True, text
+    return False, f"the card itself does not announce UDMA {n} (IDENTIFY word 88: {said})"
+
+
+def label_identify_mismatches(label_claims: list[Claim], ata: dict[str, Any] | None) -> list[str]:
+    """Findings where a "UDMA n" on the label is more than the card announces in its IDENTIFY data
+    (a CompactFlash card that answered through a SAT reader; ``Card.ata``)."""
+    if not ata:
+        return []
+    findings = []
+    for claim in label_claims:
+        if claim.kind != "udma":
+            continue
+        supported, text = udma_against_card(claim.name, ata)
+        if not supported:
+            findings.append(f"label/card mismatch: the label says {claim.name}, but {text}")
+    return findings

@@ -32,7 +32,8 @@ def _entries(data: dict[str, Any]):
     """Every leaf entry that must carry sources and a note."""
     for section in ("x", "limits", "units"):
         yield section, data[section]
-    for section in ("sd_class", "sd_app_class", "sd_bus_label", "sd_bus_mode", "cf_udma", "cf_vpg"):
+    for section in ("sd_class", "sd_app_class", "sd_bus_label", "sd_bus_mode", "cf_udma", "cf_pio", "cf_mdma",
+                    "cf_vpg"):
         for name, entry in data[section].items():
             yield f"{section}.{name}", entry
     for speed, entry in data["usb"].items():

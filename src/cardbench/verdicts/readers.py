@@ -25,6 +25,12 @@ the card's figure in a direction is its best median over stored results: reads f
 
 The ceiling named is the cluster's median.
 
+CompactFlash cards that answered ATA IDENTIFY add evidence of another kind: the transfer mode the
+reader talks to them (:func:`card_modes`). When every card at the ceiling sits at >= 90% of its
+mode's rate (three cards at 16 MB/s, all in PIO 4), the finding says the mode explains it
+(``explained_by``: a PIO-only CF side, not the USB link); when their modes allow much more, it says
+the mode does not explain it. ``interface_modes`` lists the modes of the cards at the ceiling.
+
 What a "likely" ceiling does to results (:func:`rejudge_reader`): after a run through a reader is
 stored, every stored result of that reader is judged again with ``reader_ceilings`` over them as
 ``observed`` (:func:`cardbench.verdicts.check_result`). A figure at >= 90% of the observed
@@ -44,7 +50,7 @@ from typing import Any
 
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
-from cardbench.verdicts.ceiling import clear_limits, memory_speed
+from cardbench.verdicts.ceiling import clear_limits, memory_speed, mode_rate, near_fraction
 
 READ_TESTS = ("cold_read", "raw_read")
 WRITE_TESTS = ("seq_write", "raw_write", "sustained_write")
@@ -112,9 +118,50 @@ def _names(ids: list[str], names: dict[str, str], values: dict[str, float]) -> s
     return ", ".join(f"{names[i]} {_mbs(values[i])}" for i in sorted(ids, key=lambda k: values[k]))
 
 
+def card_modes(results: list[Result]) -> dict[str, dict[str, Any]]:
+    """Per card identity, the transfer mode its IDENTIFY data says it uses through this reader
+    (``{"name": "PIO 4", "rate": bytes/s or None, "selected": bool}``), for cards that answered."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        mode = (r.card.ata or {}).get("mode") or {}
+        if mode.get("kind") is None or mode.get("number") is None:
+            continue
+        out[r.card.identity()] = {"name": f"{mode['kind']} {mode['number']}", "selected": bool(mode.get("selected")),
+                                  "rate": mode_rate(mode["kind"], int(mode["number"]))}
+    return out
+
+
+def _mode_evidence(cluster: list[str], ceiling: float, modes: dict[str, dict[str, Any]], tolerance: float,
+                   finding: dict[str, Any]) -> str | None:
+    """What the cards' transfer modes say about a ceiling: whether the mode the reader talks to
+    them explains it (at >= 90% of the mode's rate), or allows more."""
+    known = {k: modes[k] for k in cluster if k in modes}
+    if not known:
+        return None
+    names = sorted({m["name"] for m in known.values()})
+    finding["interface_modes"] = names
+    near = near_fraction()
+    capped = [k for k, m in known.items() if m["rate"] and near * m["rate"] <= ceiling <= m["rate"] * (1 + tolerance)]
+    said = f"{len(known)} of the {len(cluster)} cards at it" if len(known) < len(cluster) else "the cards at it"
+    if capped and len(capped) == len(cluster):
+        rates = sorted({_mbs(known[k]["rate"]) for k in capped})
+        finding["explained_by"] = f"interface mode {', '.join(names)}"
+        return (f"{said} talk {', '.join(names)} to the reader ({' / '.join(rates)} at most, from their IDENTIFY "
+                "data): the transfer mode explains the ceiling")
+    if capped:
+        return (f"{len(capped)} of the {len(cluster)} cards at it are capped by their transfer mode "
+                f"({', '.join(sorted({known[k]['name'] for k in capped}))})")
+    if all(m["rate"] and ceiling < near * m["rate"] for m in known.values()):
+        return (f"{said} talk {', '.join(names)} to the reader, which allows more: the transfer mode does not "
+                "explain the ceiling")
+    return f"{said} talk {', '.join(names)} to the reader"
+
+
 def find_ceiling(values: dict[str, float], other: dict[str, float], names: dict[str, str], direction: str,
-                 *, tolerance: float = TOLERANCE, min_cards: int = MIN_CARDS, spread: float = SPREAD) -> dict[str, Any]:
-    """One direction's finding for one reader (see the module docstring)."""
+                 *, tolerance: float = TOLERANCE, min_cards: int = MIN_CARDS, spread: float = SPREAD,
+                 modes: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One direction's finding for one reader (see the module docstring). ``modes``
+    (:func:`card_modes`): the CF cards' transfer modes, evidence beside the figures."""
     other_dir = "write" if direction == "read" else "read"
     verb = {"read": "read", "write": "write"}[direction]
     finding: dict[str, Any] = {"direction": direction, "ceiling_bytes_per_s": None, "cards_measured": len(values),
@@ -161,6 +208,9 @@ def find_ceiling(values: dict[str, float], other: dict[str, float], names: dict[
         parts.append(f"{_count(len(below_near))} just below, outside the {tolerance:.0%} window "
                      f"({_names(below_near, names, values)})")
 
+    said = _mode_evidence(cluster, ceiling, modes or {}, tolerance, finding)
+    if said:
+        parts.append(said)
     if above and len(above) >= len(cluster):
         confidence = "none"
         parts.append("more cards are faster than the cluster than sit in it: no ceiling named")
@@ -191,10 +241,11 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
     for identity, group in groups.items():
         name = next((r.reader.name for r in reversed(group) if r.reader.name), None) or identity
         names, best = _best_figures(group)
+        modes = card_modes(group)
         findings = [find_ceiling(best["read"], best["write"], names, "read",
-                                 tolerance=tolerance, min_cards=min_cards, spread=spread),
+                                 tolerance=tolerance, min_cards=min_cards, spread=spread, modes=modes),
                     find_ceiling(best["write"], best["read"], names, "write",
-                                 tolerance=tolerance, min_cards=min_cards, spread=spread)]
+                                 tolerance=tolerance, min_cards=min_cards, spread=spread, modes=modes)]
         top = max(findings, key=lambda f: _RANK[f["confidence"]])   # max keeps the first (read) on ties
         evidence = top["evidence"]
         if top["confidence"] == "none":

@@ -100,8 +100,12 @@ def identity(dev) -> tuple[Card | None, Reader | None]:
         serial = attrs.get("serial")
         name = attrs.get("name")
     usb = getattr(dev, "usb", None)
-    card = Card(name=name, capacity_bytes=dev.size, serial=serial or dev.serial, model=dev.model,
-                brand=dev.vendor)
+    card = Card(name=name, capacity_bytes=dev.size, brand=dev.vendor)
+    if hasattr(dev, "ata"):   # a CF card behind a SAT reader names itself (model, serial, sectors)
+        from cardbench.devices.identity import apply_ata, probe_ata
+        apply_ata(card, probe_ata(dev))
+    card.serial = card.serial or serial or dev.serial
+    card.model = card.model or dev.model
     reader = None
     if usb is not None:
         speed = getattr(usb, "link_ceiling_bytes_per_s", None)
