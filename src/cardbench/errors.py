@@ -59,6 +59,13 @@ class EnvironmentMissing(CardbenchError):
     exit_code = 8
 
 
+class NotStored(CardbenchError):
+    """Measured, shown, but not stored yet: the store failed and the result waits in the outbox
+    (`cardbench sync`, or the next save to that store, stores it)."""
+
+    exit_code = 9
+
+
 class Interrupted(CardbenchError):
     """Stopped by SIGINT or SIGTERM; cleanup has run."""
 

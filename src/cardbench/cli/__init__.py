@@ -15,9 +15,10 @@ import click
 
 from cardbench import __version__
 from cardbench.cli import params
-from cardbench.cli.ui import RichProgress, error_line
-from cardbench.errors import CardbenchError, Interrupted, StoreError, UsageError
-from cardbench.result import Card, Reader, Result
+from cardbench.cli.ui import RichProgress, error_line, said
+from cardbench.errors import CardbenchError, Interrupted, UsageError
+from cardbench.record import check_store, record
+from cardbench.result import Card, Reader
 from cardbench.units import UnitError
 
 FORMATS = ["table", "md", "csv", "json"]
@@ -29,28 +30,7 @@ def cli() -> None:
     """Honest speed, label and capacity tests for flash cards, USB sticks and card readers."""
 
 
-def save_result(result: Result, db: str | None, no_save: bool) -> str | None:
-    """Store a result (also a partial one); returns where, or None when saving is off.
-
-    Then the stored results of the same reader are judged again with the ceiling its cards show
-    (:func:`cardbench.verdicts.readers.rejudge_reader`); ``result`` takes its re-judged marks
-    and claims, so what is printed after is what is stored."""
-    if no_save:
-        return None
-    from cardbench.store import open_store
-    from cardbench.verdicts.readers import rejudge_reader
-    with open_store(db) as store:
-        store.save(result)
-        try:
-            for again in rejudge_reader(store, result.reader.identity()):
-                if again.id == result.id:
-                    result.tests, result.claims, result.warnings = again.tests, again.claims, again.warnings
-        except CardbenchError as e:   # the result is saved; only the re-judging failed
-            error_line(f"warning: stored results of this reader not judged again: {e.message}")
-        return getattr(store, "location", db)
-
-
-def output_result(result: Result, fmt: str, mib: bool) -> None:
+def output_result(result, fmt: str, mib: bool) -> None:
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -104,7 +84,7 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
     if label:
         _validate_label(label)
     if not no_save:
-        _check_db_writable(db)
+        check_store(db)
     is_device = _is_block_device(target)
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
@@ -125,15 +105,12 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
     except (CardbenchError, KeyboardInterrupt) as e:
         partial = getattr(e, "result", None)
         if partial is not None and partial.tests and not no_save:
-            try:
-                save_result(partial, db, no_save)
-            except CardbenchError:
-                pass
+            said(record(partial, db), saved_line=False, end=False)
         raise
-    where = save_result(result, db, no_save)
-    output_result(result, fmt, mib)
-    if where and fmt != "json":
-        click.echo(f"saved to {where}", err=True)
+    if no_save:
+        output_result(result, fmt, mib)
+        return
+    said(record(result, db, show=lambda: output_result(result, fmt, mib)), saved_line=fmt != "json")
 
 
 def _validate_label(label: str) -> None:
@@ -174,13 +151,6 @@ def recover_cmd():
         click.echo(f"{r.device or r.journal}: {r.status}: {r.message}")
 
 
-def _check_db_writable(db: str | None) -> None:
-    """Open the store before testing, so an unwritable --db fails before a byte is written."""
-    from cardbench.store import open_store
-    with open_store(db):
-        pass
-
-
 def _attach(module: str, attr: str) -> None:
     try:
         mod = importlib.import_module(module)
@@ -203,6 +173,7 @@ for _module, _attr in [
     ("cardbench.cli.readers_cmd", "readers"),
     ("cardbench.cli.demo_cmd", "demo"),
     ("cardbench.cli.verify_cmd", "verify"),
+    ("cardbench.cli.sync_cmd", "sync"),
 ]:
     _attach(_module, _attr)
 

@@ -29,8 +29,8 @@ def default_demo_db() -> str:
 @click.option("--cards", type=click.IntRange(1, 9), default=9, show_default=True, help="How many of the nine cards.")
 def demo(db, no_save, check, cards):
     """Emulate a 2006 drawer of nine CF cards behind one USB 2.0 reader and test each one."""
-    from cardbench.cli import save_result
-    from cardbench.cli.ui import RichProgress
+    from cardbench.cli.ui import RichProgress, said
+    from cardbench.record import check_store, record
     from cardbench.demo import DRAWER, FILE_BYTES, RUNS, SPEED_FACTOR, check_environment, run_demo
 
     check_environment()
@@ -38,6 +38,8 @@ def demo(db, no_save, check, cards):
         click.echo("the demo can run here")
         return
     db = db or default_demo_db()
+    if not no_save:
+        check_store(db)
     console = stdout_console()
     console.print(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
                   f"x{SPEED_FACTOR} so the demo is quick), one {FILE_BYTES // MB} MB file per run, "
@@ -48,9 +50,18 @@ def demo(db, no_save, check, cards):
         table.add_column(col, justify="left" if col in ("card", "label") else "right")
     started = time.monotonic()
 
+    not_stored = []
+
     def on_result(c, result):
-        if not no_save:
-            save_result(result, db, False)
+        if no_save:
+            show(c, result)
+            return
+        rec = record(result, db, show=lambda: show(c, result))
+        said(rec, saved_line=False, end=False)
+        if rec.problem():
+            not_stored.append(rec.problem())
+
+    def show(c, result):
         w = result.test("seq_write").median_bytes_per_s
         r = result.test("cold_read").median_bytes_per_s
         ws, rs = c.write_mb_s * MB * SPEED_FACTOR, c.read_mb_s * MB * SPEED_FACTOR
@@ -63,5 +74,7 @@ def demo(db, no_save, check, cards):
     run_demo(cards=DRAWER[:cards], progress=RichProgress(), on_result=on_result)
     console.print(table)
     console.print(f"{cards} cards in {time.monotonic() - started:.0f} s; nothing left attached.")
+    if not_stored:
+        raise not_stored[-1]
     if not no_save:
         console.print(f"stored in {db}: see `cardbench results --db {db}` and `cardbench readers --db {db}`")

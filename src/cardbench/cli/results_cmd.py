@@ -73,6 +73,11 @@ def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib,
     if verify_docs:
         from cardbench.report.verify import render_verify
         click.echo(render_verify(verify_docs, fmt, width=_width()), nl=False)
+    from cardbench.record import waiting_notice
+    notice = waiting_notice(db)
+    if notice:
+        from cardbench.cli.ui import error_line
+        error_line(notice)
 
 
 @click.command("compare")
@@ -158,12 +163,13 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     if dry_run:
         click.echo("dry run: nothing saved")
         return
-    from cardbench.store import open_store
-    with open_store(db) as store:
-        rep.save_to(store)
-        where = store.location
+    from cardbench.cli.ui import said
+    from cardbench.record import check_store, record
+    check_store(db)    # a bad --db is refused (exit 6), not filled into the outbox
+    rec = record([*rep.results, *rep.verify_docs], db)
+    said(rec, saved_line=False)
     n = len(rep.results) + len(rep.verify_docs)
-    click.echo(f"saved {n} {'result' if not rep.verify_docs else 'record'}{'s' if n != 1 else ''} to {where}")
+    click.echo(f"saved {n} {'result' if not rep.verify_docs else 'record'}{'s' if n != 1 else ''} to {rec.location}")
 
 
 @click.command("export")

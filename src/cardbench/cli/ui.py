@@ -59,3 +59,19 @@ class RichProgress:
 
 def error_line(message: str) -> None:
     print(f"cardbench: {message}", file=sys.stderr)
+
+
+def said(rec, *, saved_line: bool = True, end: bool = True) -> None:
+    """The one place a command says what became of what it measured (a ``cardbench.record.Recorded``):
+    its warnings, "saved to X" (``saved_line``), and when the store failed the line that says where it
+    is kept and how it will be stored: raised as the command's error when ``end`` (exit 9), else printed."""
+    for w in rec.warnings:
+        error_line(f"warning: {w}")
+    problem = rec.problem()
+    if problem is None:
+        if saved_line:
+            print(f"saved to {rec.location}", file=sys.stderr)
+        return
+    if end:
+        raise problem
+    error_line(problem.message)

@@ -18,6 +18,8 @@ import click
 
 from cardbench.errors import CardbenchError, Interrupted, SafetyRefusal, UsageError
 from cardbench.cli import params
+from cardbench.cli.ui import said
+from cardbench.record import check_store, record
 from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 
 
@@ -73,7 +75,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
                          "(you will be asked to confirm), or give a directory on the mounted card")
     if not no_save:
-        _check_db(db)
+        check_store(db)
     if not is_dir and destructive:
         _confirm(target, confirm_value, as_json)
     progress = RichProgress(enabled=None if not as_json else False)
@@ -91,56 +93,44 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     except (Interrupted, KeyboardInterrupt) as e:
         partial = getattr(e, "doc", None)
         if partial is not None and not no_save:
-            try:
-                _save(partial, db)
-            except CardbenchError:
-                pass
+            said(record(partial, db), saved_line=False, end=False)
         if isinstance(e, KeyboardInterrupt):
             raise Interrupted("interrupted; cleanup has run") from None
         raise
     # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
     # shown, then ends the command (exit 130) without losing the result
     from cardbench.verify.quick import signals_held
-    with signals_held() as sigs:
-        where = None if no_save else _save(doc, db)
-        failed = not doc.get("complete")
+    failed = not doc.get("complete")
+
+    def show() -> None:
         if as_json:
             click.echo(json.dumps(doc, indent=2))
         else:
             render(doc, mib=mib)
-            if where and not failed:
-                click.echo(f"saved to {where}", err=True)
+
+    with signals_held() as sigs:
+        rec = None if no_save else record(doc, db, show=show)
+        if no_save:
+            show()
+    if rec is not None and (failed or sigs):
+        said(rec, saved_line=False, end=False)    # then the error that ends the command
     if sigs:
         raise Interrupted("interrupted after the check had finished; its result was "
-                          + ("saved" if where else "shown above"))
+                          + ("saved" if rec and rec.stored else "kept in the outbox" if rec and rec.kept
+                             else "shown above"))
     if failed:
         # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
         # and said in one line with the exit code of a card that failed during the test
         from cardbench.errors import DeviceFault
         raise DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
                                        "table above); stored as incomplete").split()))
+    if rec is not None:
+        said(rec, saved_line=not as_json)
 
 
 def _target_error(msg: str) -> CardbenchError:
     from cardbench.errors import TargetError
     return TargetError(msg)
-
-
-def _check_db(db: str | None) -> None:
-    """Open the store first, so a bad --db fails before the card is touched."""
-    from cardbench.store import open_store
-    with open_store(db):
-        pass
-
-
-def _save(doc: dict, db: str | None) -> str | None:
-    from cardbench.store import open_store
-    with open_store(db) as store:
-        save = getattr(store, "save_verify", None)
-        if save is None:
-            return None
-        save(doc)
-        return str(getattr(store, "location", db) or db or "the default database")
 
 
 def _confirm(path: str, value: str | None, quiet: bool) -> None:

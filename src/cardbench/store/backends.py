@@ -21,6 +21,11 @@ from cardbench.store.schema import APP, SQLITE_APPLICATION_ID, TABLES
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: How long a writer waits for another one before giving up (SQLite busy timeout).
 BUSY_TIMEOUT_S = 30.0
+#: PostgreSQL: seconds per connection try, how many tries, the first pause between them (doubling):
+#: a server that restarts within ~4 s is waited for; longer, and the result goes to the outbox.
+CONNECT_TIMEOUT_S = 5
+CONNECT_ATTEMPTS = 4
+CONNECT_BACKOFF_S = 0.5
 
 
 def first_line(exc: BaseException) -> str:
@@ -63,13 +68,29 @@ class Backend:
         raise NotImplementedError
 
     def is_retryable(self, exc: BaseException) -> bool:
+        """A conflict with another writer: the same statements, tried again, may pass."""
         return False
 
-    def _has_our_versions(self) -> bool:
-        """schema_version is empty (being created) or holds cardbench's rows."""
+    def is_disconnect(self, exc: BaseException) -> bool:
+        """The connection is gone (a server restarted, the network dropped): reconnect, then retry."""
+        return False
+
+    def reconnect(self) -> None:
+        raise NotImplementedError
+
+    #: how a refusal ends: what the person can do instead
+    other_place = "choose another database"
+
+    def check_schema_version(self) -> None:
+        """The one check of a ``schema_version`` table (both backends): it is cardbench's (its
+        columns) and it is empty (being created) or holds cardbench's rows."""
+        if not {"app", "version"} <= self.column_names("schema_version"):
+            raise StoreError(f"{self.location} has a schema_version table that is not cardbench's; "
+                             f"{self.other_place}")
         total, ours = self.execute("SELECT COUNT(*), SUM(CASE WHEN app = ? THEN 1 ELSE 0 END) FROM schema_version",
                                    (APP,))[0]
-        return not total or bool(ours)
+        if total and not ours:
+            raise StoreError(f"{self.location} has a schema_version table of another program; {self.other_place}")
 
     def close(self) -> None:
         raise NotImplementedError
@@ -79,6 +100,7 @@ class SQLiteBackend(Backend):
     """A SQLite file in WAL mode with a busy timeout, so two writers both get their turn."""
 
     kind = "sqlite"
+    other_place = "choose another path with --db"
     # a damaged file can hold text that is not UTF-8: sqlite3 raises UnicodeDecodeError reading it
     error_types = (sqlite3.Error, UnicodeDecodeError)
 
@@ -144,12 +166,8 @@ class SQLiteBackend(Backend):
             shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
             raise StoreError(f"{self.path} is a SQLite database of another program (tables {shown}); "
                              "choose another path with --db")
-        if "schema_version" in names and not {"app", "version"} <= self.column_names("schema_version"):
-            raise StoreError(f"{self.path} has a schema_version table that is not cardbench's; "
-                             "choose another path with --db")
-        if "schema_version" in names and not self._has_our_versions():
-            raise StoreError(f"{self.path} has a schema_version table of another program; "
-                             "choose another path with --db")
+        if "schema_version" in names:
+            self.check_schema_version()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self.conn.execute(sql, tuple(params)).fetchall()
@@ -197,6 +215,7 @@ class PostgresBackend(Backend):
     """A PostgreSQL database (psycopg 3), tables in the connection's current schema."""
 
     kind = "postgresql"
+    other_place = "use another database or schema"
     #: pg_advisory_xact_lock key for "cardbench migrating" (any fixed 64-bit number).
     MIGRATION_LOCK = 0x43424E43_5354_4F52 & 0x7FFFFFFFFFFFFFFF
 
@@ -209,10 +228,32 @@ class PostgresBackend(Backend):
             raise StoreError("PostgreSQL support is not installed: pip install 'cardbench[postgres]'") from None
         self.psycopg = psycopg
         self.error_types = (psycopg.Error,)
-        try:
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-        except psycopg.Error as e:
-            raise StoreError(f"cannot connect to {self.location}: {first_line(e)}") from None
+        self._url = url
+        self.conn = self._connect()
+
+    def _connect(self):
+        """Connect, with a timeout per try (``connect_timeout`` in the URL wins), and try again
+        with backoff while the server is unreachable, starting up or shutting down (bounded:
+        CONNECT_ATTEMPTS tries, CONNECT_BACKOFF_S apart and doubling)."""
+        psycopg = self.psycopg
+        kw = {} if "connect_timeout" in self._url else {"connect_timeout": CONNECT_TIMEOUT_S}
+        delay = CONNECT_BACKOFF_S
+        for attempt in range(CONNECT_ATTEMPTS):
+            try:
+                return psycopg.connect(self._url, autocommit=True, **kw)
+            except psycopg.Error as e:
+                last = e
+                if attempt + 1 == CONNECT_ATTEMPTS or not self._may_come_back(e):
+                    break
+                time.sleep(delay)
+                delay *= 2
+        raise StoreError(f"cannot connect to {self.location}: {first_line(last)}") from None
+
+    def _may_come_back(self, exc: BaseException) -> bool:
+        """A connection failure worth waiting for (not a wrong password, user or database)."""
+        text = str(exc).lower()
+        return isinstance(exc, self.psycopg.OperationalError) and not any(
+            w in text for w in ("authentication", "password", "does not exist", "no pg_hba", "permission denied"))
 
     @staticmethod
     def _sql(sql: str) -> str:
@@ -261,16 +302,22 @@ class PostgresBackend(Backend):
         if ours and "schema_version" not in names:
             raise StoreError(f"{self.location} already has tables named {', '.join(sorted(ours))} that are not "
                              "cardbench's; use another database or schema")
-        if "schema_version" in names and not {"app", "version"} <= self.column_names("schema_version"):
-            raise StoreError(f"{self.location} has a schema_version table that is not cardbench's; "
-                             "use another database or schema")
-        if "schema_version" in names and not self._has_our_versions():
-            raise StoreError(f"{self.location} has a schema_version table of another program; "
-                             "use another database or schema")
+        if "schema_version" in names:
+            self.check_schema_version()
 
     def is_retryable(self, exc: BaseException) -> bool:
         e = self.psycopg.errors
         return isinstance(exc, (e.SerializationFailure, e.DeadlockDetected, e.UniqueViolation))
+
+    def is_disconnect(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.psycopg.OperationalError) or bool(self.conn.broken or self.conn.closed)
+
+    def reconnect(self) -> None:
+        try:
+            self.conn.close()
+        except self.psycopg.Error:
+            pass
+        self.conn = self._connect()
 
     def close(self) -> None:
         self.conn.close()

@@ -19,13 +19,15 @@ from cardbench.errors import StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
-from cardbench.store.backends import Backend, PostgresBackend, SQLiteBackend, first_line
+from cardbench.store.backends import Backend, PostgresBackend, SQLiteBackend, first_line, redact_url
 from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
 
 VERIFY_SCHEMA = "cardbench.verify/1"
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
 SAVE_ATTEMPTS = 6
+#: How often a lost connection is made again within one store call (each time with its own backoff).
+RECONNECTS = 2
 
 
 def default_path() -> Path:
@@ -60,6 +62,32 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
     return Store(url_or_path, create=create)
 
 
+def parse_target(url_or_path: str | os.PathLike | None) -> tuple[str, str]:
+    """("sqlite", path) or ("postgresql", url) for what ``open_store`` is given (None: the default file)."""
+    text = os.fspath(default_path() if url_or_path is None else url_or_path)
+    if text.startswith(("postgresql://", "postgres://")):
+        return "postgresql", text
+    if text.startswith("sqlite:"):
+        path = text[len("sqlite:"):]
+        if path.startswith("///"):
+            path = path[2:]          # sqlite:///abs/path -> /abs/path ; sqlite:///rel -> /rel
+        elif path.startswith("//"):
+            raise UsageError(f"not a SQLite URL: {text!r} (use sqlite:///path/to/file)")
+        return "sqlite", path
+    if "://" in text:
+        raise UsageError(f"unknown database URL {text!r} (use a file path, sqlite:///path or postgresql://...)")
+    return "sqlite", text
+
+
+def store_key(url_or_path: str | os.PathLike | None) -> str:
+    """One name per store, without opening it: a SQLite file's absolute path, a PostgreSQL URL
+    with its password hidden. The outbox files each result under the store it was meant for."""
+    kind, where = parse_target(url_or_path)
+    if kind == "postgresql":
+        return redact_url(where)
+    return os.path.realpath(os.path.expanduser(where))
+
+
 class Store:
     """A results database. Use as a context manager or call ``close()``."""
 
@@ -67,22 +95,12 @@ class Store:
                  _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
-        target = default_path() if url_or_path is None else url_or_path
-        text = os.fspath(target)
+        kind, where = parse_target(url_or_path)
         self.backend: Backend
-        if text.startswith(("postgresql://", "postgres://")):
-            self.backend = PostgresBackend(text)
-        elif text.startswith("sqlite:"):
-            path = text[len("sqlite:"):]
-            if path.startswith("///"):
-                path = path[2:]          # sqlite:///abs/path -> /abs/path ; sqlite:///rel -> /rel
-            elif path.startswith("//"):
-                raise UsageError(f"not a SQLite URL: {text!r} (use sqlite:///path/to/file)")
-            self.backend = SQLiteBackend(path, create=create)
-        elif "://" in text:
-            raise UsageError(f"unknown database URL {text!r} (use a file path, sqlite:///path or postgresql://...)")
+        if kind == "postgresql":
+            self.backend = PostgresBackend(where)
         else:
-            self.backend = SQLiteBackend(text, create=create)
+            self.backend = SQLiteBackend(where, create=create)
         self.url = self._db.location
         try:
             self._migrate()
@@ -123,13 +141,26 @@ class Store:
         return StoreError(f"results database {self.url}: {action} failed: {first_line(exc)}")
 
     def _run(self, action: str, fn, *args, retry: bool = False):
-        db = self._db
+        """``fn(*args)`` with the backend's errors as one StoreError line. A lost connection is
+        made again and ``fn`` run again (every write is one transaction that replaces by id, so a
+        commit whose answer was lost is not doubled); with ``retry``, so is a conflict with
+        another writer (PostgreSQL serialization, deadlock)."""
         attempts = SAVE_ATTEMPTS if retry else 1
-        for attempt in range(attempts):
+        attempt = reconnects = 0
+        while True:
+            db = self._db
             try:
                 return fn(*args)
             except db.error_types as e:
-                if attempt + 1 < attempts and db.is_retryable(e):
+                if db.is_disconnect(e) and reconnects < RECONNECTS:
+                    reconnects += 1
+                    try:
+                        db.reconnect()
+                    except StoreError:
+                        raise self._fail(action, e) from None
+                    continue
+                attempt += 1
+                if attempt < attempts and db.is_retryable(e):
                     time.sleep(0.01 * (2 ** attempt))
                     continue
                 raise self._fail(action, e) from None
@@ -141,17 +172,11 @@ class Store:
         return self._run("reading the schema version", self._read_version)
 
     def _read_version(self) -> int:
-        names = self._db.table_names()
-        if "schema_version" not in names:
+        if "schema_version" not in self._db.table_names():
             return 0
+        self._db.check_schema_version()
         rows = self._db.execute("SELECT MAX(version), COUNT(*) FROM schema_version WHERE app = ?", (APP,))
-        if not rows or rows[0][1] == 0:
-            total = self._db.execute("SELECT COUNT(*) FROM schema_version")[0][0]
-            if total:
-                raise StoreError(f"{self.url} has a schema_version table of another program; "
-                                 "choose another database")
-            return 0
-        return int(rows[0][0])
+        return int(rows[0][0]) if rows and rows[0][1] else 0
 
     def _migrate(self) -> None:
         latest = self._migrations[-1].version if self._migrations else 0

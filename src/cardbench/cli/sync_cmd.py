@@ -1,0 +1,20 @@
+"""`cardbench sync`: store what the outbox keeps (cardbench.record.sync)."""
+
+from __future__ import annotations
+
+import click
+
+from cardbench.cli import params
+
+
+@click.command("sync")
+@params.db_option
+def sync(db):
+    """Store the results kept in the outbox (measured while the store could not take them).
+
+    Safe to run again or after a sync that was cut short: a result is stored once, by its id.
+    Every command that saves does this first, quietly.
+    """
+    from cardbench.record import sync as sync_outbox
+    for line in sync_outbox(db).lines():
+        click.echo(line)
