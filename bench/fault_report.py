@@ -40,10 +40,10 @@ def main(argv: list[str]) -> int:
     if as_json:
         print(json.dumps({"seconds": seconds, "pytest_exit": proc.returncode, "rows": rows}, indent=1))
         return proc.returncode
-    print("| scenario | expected | outcome | observed |")
-    print("|---|---|---|---|")
+    print("| scenario | expected | outcome | lost | observed |")
+    print("|---|---|---|---|---|")
     for r in rows:
-        cells = [r["scenario"], r["expected"], r["outcome"], r["observed"]]
+        cells = [r["scenario"], r["expected"], r["outcome"], r.get("lost", ""), r["observed"]]
         print("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     counts: dict[str, int] = {}
     for r in rows:

@@ -7,7 +7,7 @@
   database, the --preserve journals and the verify state of every `cardbench` started here are
   ours alone (and a user's own journals are never "recovered" by a test).
 * Each test declares ``@pytest.mark.scenario(name, expected)`` and notes what it saw with the
-  ``row`` fixture; the table of every scenario and its outcome is printed at the end of the
+  ``row`` fixture (``row.saw(...)``; the store faults also say what was lost, ``row.lost(...)``); the table of every scenario and its outcome is printed at the end of the
   pytest run (also in CI), and written as JSON to $CARDBENCH_FAULT_REPORT when set
   (bench/fault_report.py).
 """
@@ -103,6 +103,8 @@ def pytest_runtest_makereport(item, call):
     r = getattr(item, "_fault_row", None)
     if r is not None and rep.when == "call":
         entry["observed"] = "; ".join(r.observed)
+        if r.lost_text:
+            entry["lost"] = r.lost_text
     if rep.when == "setup" and rep.skipped:
         entry["outcome"] = "SKIPPED"
         entry["observed"] = str(rep.longrepr[-1]) if isinstance(rep.longrepr, tuple) else "skipped"
@@ -124,13 +126,13 @@ def pytest_runtest_makereport(item, call):
 
 
 def _table(rows: list[dict]) -> list[str]:
-    head = ("scenario", "expected", "outcome", "observed")
-    width = (44, 62, 8)
-    lines = [f"{head[0]:<{width[0]}} {head[1]:<{width[1]}} {head[2]:<{width[2]}} {head[3]}",
-             f"{'-' * width[0]} {'-' * width[1]} {'-' * width[2]} {'-' * 40}"]
+    head = ("scenario", "expected", "outcome", "lost", "observed")
+    width = (44, 62, 8, 8)
+    lines = [f"{head[0]:<{width[0]}} {head[1]:<{width[1]}} {head[2]:<{width[2]}} {head[3]:<{width[3]}} {head[4]}",
+             f"{'-' * width[0]} {'-' * width[1]} {'-' * width[2]} {'-' * width[3]} {'-' * 40}"]
     for e in rows:
         lines.append(f"{e['scenario'][:width[0]]:<{width[0]}} {e['expected'][:width[1]]:<{width[1]}} "
-                     f"{e['outcome']:<{width[2]}} {e['observed']}")
+                     f"{e['outcome']:<{width[2]}} {e.get('lost', ''):<{width[3]}} {e['observed']}")
     return lines
 
 

@@ -290,6 +290,11 @@ class Row:
     scenario: str
     expected: str
     observed: list[str] = field(default_factory=list)
+    #: what was lost of what was measured (the store faults say it: the goal is "nothing")
+    lost_text: str = ""
+
+    def lost(self, text: str) -> None:
+        self.lost_text = text
 
     def saw(self, text: str) -> None:
         """Note what the test saw (temporary paths shortened for the table)."""

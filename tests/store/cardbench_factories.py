@@ -68,8 +68,12 @@ def _free_port() -> int:
 class PostgresServer:
     """initdb + pg_ctl start as user postgres; ``stop()`` always kills it and removes the directory."""
 
-    def __init__(self, bindir: Path):
+    def __init__(self, bindir: Path, durable: bool = False):
+        """``durable``: a commit is on disk when it is answered (``synchronous_commit=on``), so a
+        server killed with ``-m immediate`` keeps every commit it answered, as a production one does
+        (the default, off, is faster and fine for tests that never kill the server)."""
         self.bindir = bindir
+        self.durable = durable
         self.dir = Path(tempfile.mkdtemp(prefix="cbpg", dir="/tmp"))
         self.data = self.dir / "data"
         self.port = 0
@@ -90,15 +94,32 @@ class PostgresServer:
             raise RuntimeError(f"initdb failed: {r.stderr.strip()[-500:]}")
         for attempt in range(5):
             self.port = _free_port()
-            opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=40")
-            r = self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
-                                  str(self.dir / "log"), "-w", "-t", "30", "start")
+            r = self._pg_ctl_start()
             if r.returncode == 0:
                 self.started = True
                 return self
         log = (self.dir / "log").read_text(errors="replace")[-800:] if (self.dir / "log").exists() else ""
         raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-300:]} {log}")
+
+    def _pg_ctl_start(self) -> subprocess.CompletedProcess:
+        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+                f"-c synchronous_commit={'on' if self.durable else 'off'} -c full_page_writes=off "
+                "-c max_connections=40")
+        return self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
+                                 str(self.dir / "log"), "-w", "-t", "30", "start")
+
+    def kill(self) -> None:
+        """Stop the server at once (``-m immediate``: as a crash), keeping its data for ``restart``."""
+        r = self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "-t", "20",
+                              "stop", timeout=30)
+        if r.returncode != 0:
+            self._kill_postmaster()
+
+    def restart(self) -> None:
+        """Start the killed server again on the same port (its clients reconnect to the same URL)."""
+        r = self._pg_ctl_start()
+        if r.returncode != 0:
+            raise RuntimeError(f"pg_ctl start (restart) failed: {r.stderr.strip()[-300:]}")
 
     @property
     def url(self) -> str:
