@@ -25,7 +25,7 @@ from faults_helpers import (card, counters, nothing_left, one_error_line, run_cl
 from realparts import loop_device, mounted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
-from cardbench_factories import PostgresServer, find_pg_bin, make_result  # noqa: E402
+from cardbench_factories import make_result, running_postgres  # noqa: E402
 
 from cardbench.units import MB, MiB  # noqa: E402
 
@@ -80,12 +80,6 @@ def earlier_results(db, n: int = 2) -> list[str]:
         return [s.save(make_result(brand=f"Earlier{i}", reader="Station reader")) for i in range(n)]
 
 
-def assert_kept_line(p, db) -> str:
-    line = one_error_line(p, "kept in")
-    assert "outbox" in line and "cardbench sync" in line, line
-    return line
-
-
 def ids_once(results) -> list[str]:
     ids = [r.id for r in results]
     assert len(ids) == len(set(ids)), f"a result stored twice: {ids}"
@@ -95,25 +89,38 @@ def ids_once(results) -> list[str]:
 RUN_ARGS = ("--size", "4MB", "--runs", "1", "--json")
 
 
+def run_with_store_fault(row, tmp_path, db, fault, what: str, after=None) -> dict:
+    """`cardbench run --json` of an emulated card into ``db``; ``fault()`` once the card has taken
+    its first MB. The run must print its result, exit 9, say in one line where it is kept, and the
+    outbox must hold exactly what it printed. ``after(mnt)`` runs while the card is still there.
+    Returns the printed result."""
+    with card(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB) as c, c.filesystem("ext4") as mnt:
+        base = counters(c)
+        p = start_cli("run", mnt, *RUN_ARGS, "--db", str(db), workdir=tmp_path)
+        wait_until(when_written(c, 1 * MB, base), 30, "the run's first MB", p)
+        fault()
+        row.saw(what)
+        p.wait(90)
+        assert p.returncode == 9, (p.returncode, p.stderr)
+        printed = json.loads(p.stdout)
+        line = one_error_line(p, "kept in")
+        assert "outbox" in line and "cardbench sync" in line, line
+        row.saw(f"exit 9: {line[11:75]}...")
+        kept = outbox_for(db)
+        assert [d["id"] for d in kept] == [printed["id"]] and kept[0] == printed, "the outbox is not what was printed"
+        if after is not None:
+            after(mnt)
+    return printed
+
+
 @pytest.mark.scenario("store full: results DB's filesystem fills during `cardbench run`",
                       "result printed, exit 9, kept in the outbox; `sync` after freeing space stores it once")
 def test_store_fills_during_run(row, tmp_path, emu_dir):
     with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
         db = Path(dbfs) / "results.sqlite3"
         before = earlier_results(db)
-        with card(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB) as c, c.filesystem("ext4") as mnt:
-            base = counters(c)
-            p = start_cli("run", mnt, *RUN_ARGS, "--db", str(db), workdir=tmp_path)
-            wait_until(when_written(c, 1 * MB, base), 30, "the run's first MB", p)
-            fill(dbfs)
-            row.saw("DB filesystem filled while the card was written")
-            p.wait(60)
-        assert p.returncode == 9, (p.returncode, p.stderr)
-        printed = json.loads(p.stdout)
-        line = assert_kept_line(p, db)
-        row.saw(f"exit 9: {line[11:80]}...")
-        kept = outbox_for(db)
-        assert [d["id"] for d in kept] == [printed["id"]] and kept[0] == printed, "the outbox is not what was printed"
+        printed = run_with_store_fault(row, tmp_path, db, lambda: fill(dbfs),
+                                       "DB filesystem filled while the card was written")
         free(dbfs)
         assert integrity(db) == "ok"
         assert sorted(r.id for r in stored(db)) == sorted(before)
@@ -141,22 +148,18 @@ def test_store_read_only_during_run(row, tmp_path, emu_dir):
     with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
         db = Path(dbfs) / "results.sqlite3"
         before = earlier_results(db, 1)
-        with card(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB) as c, c.filesystem("ext4") as mnt:
-            base = counters(c)
-            p = start_cli("run", mnt, *RUN_ARGS, "--db", str(db), workdir=tmp_path)
-            wait_until(when_written(c, 1 * MB, base), 30, "the run's first MB", p)
-            subprocess.run(["mount", "-o", "remount,ro", dbfs], check=True, capture_output=True)
-            row.saw("DB filesystem remounted read-only mid-run")
-            p.wait(60)
-            assert p.returncode == 9, (p.returncode, p.stderr)
-            first = json.loads(p.stdout)
-            line = assert_kept_line(p, db)
-            row.saw(f"exit 9: {line[11:70]}...")
-            assert [d["id"] for d in outbox_for(db)] == [first["id"]]
+        second = {}
+
+        def next_run(mnt):
             subprocess.run(["mount", "-o", "remount,rw", dbfs], check=True, capture_output=True)
             q = run_cli("run", mnt, *RUN_ARGS, "--db", str(db), workdir=tmp_path)
             assert q.returncode == 0, q.stderr
-            second = json.loads(q.stdout)
+            second.update(json.loads(q.stdout))
+
+        first = run_with_store_fault(
+            row, tmp_path, db, lambda: subprocess.run(["mount", "-o", "remount,ro", dbfs], check=True,
+                                                      capture_output=True),
+            "DB filesystem remounted read-only mid-run", after=next_run)
         assert integrity(db) == "ok"
         ids = ids_once(stored(db))
         assert sorted(ids) == sorted(before + [first["id"], second["id"]]), ids
@@ -203,17 +206,10 @@ def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
 
 @pytest.fixture(scope="module")
 def pg():
-    """This module's own server (its own port and directory): killing it disturbs no other test."""
-    if find_pg_bin() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("PostgreSQL tests must run in CI: no server binaries")
-        pytest.skip("PostgreSQL server binaries not found")
-    server = PostgresServer(find_pg_bin(), durable=True)   # an answered commit survives the kill
-    try:
-        server.start()
+    """This module's own server (its own port and directory): killing it disturbs no other test;
+    durable, so a commit it answered survives the kill."""
+    with running_postgres(durable=True) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -276,18 +272,7 @@ def test_postgres_killed_mid_save(row, pg, pg_db):
 @pytest.mark.scenario("PostgreSQL down at the end of `cardbench run`",
                       "result printed, exit 9, kept; after a restart `sync` stores it once (twice: no duplicate)")
 def test_postgres_down_at_end_of_run(row, tmp_path, emu_dir, pg, pg_db):
-    with card(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB) as c, c.filesystem("ext4") as mnt:
-        base = counters(c)
-        p = start_cli("run", mnt, *RUN_ARGS, "--db", pg_db, workdir=tmp_path)
-        wait_until(when_written(c, 1 * MB, base), 30, "the run's first MB", p)
-        pg.kill()
-        row.saw("server stopped mid-run")
-        p.wait(90)
-    assert p.returncode == 9, (p.returncode, p.stderr)
-    printed = json.loads(p.stdout)
-    line = assert_kept_line(p, pg_db)
-    assert "cannot connect" in line, line
-    row.saw(f"exit 9: {line[11:75]}...")
+    printed = run_with_store_fault(row, tmp_path, pg_db, pg.kill, "server stopped mid-run")
     pg.restart()
     for attempt in range(2):
         s = run_cli("sync", "--db", pg_db, workdir=tmp_path)

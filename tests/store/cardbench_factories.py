@@ -7,8 +7,10 @@ the ``postgres`` user on 127.0.0.1 with a random port and its unix socket in the
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -57,6 +59,35 @@ def find_pg_bin() -> Path | None:
         if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
             return Path(d)
     return None
+
+
+def _pg_missing_reason() -> str | None:
+    if find_pg_bin() is None:
+        return "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "no 'postgres' user to run the test server as"
+    return None
+
+
+@contextlib.contextmanager
+def running_postgres(durable: bool = False):
+    """A started PostgresServer, stopped and removed afterwards; skips the test where none can run
+    (fails it in CI, where PostgreSQL tests must run)."""
+    import pytest
+    reason = _pg_missing_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL tests must run in CI: {reason}")
+        pytest.skip(reason)
+    server = PostgresServer(find_pg_bin(), durable=durable)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 def _free_port() -> int:
