@@ -10,6 +10,7 @@ this suite) with one line saying where and how it will be stored, exit 9; once t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -74,10 +75,15 @@ def integrity(db) -> str:
         con.close()
 
 
-def earlier_results(db, n: int = 2) -> list[str]:
+@contextlib.contextmanager
+def small_store(earlier: int):
+    """(its mountpoint, the SQLite file, the ids of ``earlier`` results stored) on a 16 MiB ext4."""
     from cardbench.store import open_store
-    with open_store(str(db)) as s:
-        return [s.save(make_result(brand=f"Earlier{i}", reader="Station reader")) for i in range(n)]
+    with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
+        db = Path(dbfs) / "results.sqlite3"
+        with open_store(str(db)) as s:
+            ids = [s.save(make_result(brand=f"Earlier{i}", reader="Station reader")) for i in range(earlier)]
+        yield dbfs, db, ids
 
 
 def ids_once(results) -> list[str]:
@@ -116,9 +122,7 @@ def run_with_store_fault(row, tmp_path, db, fault, what: str, after=None) -> dic
 @pytest.mark.scenario("store full: results DB's filesystem fills during `cardbench run`",
                       "result printed, exit 9, kept in the outbox; `sync` after freeing space stores it once")
 def test_store_fills_during_run(row, tmp_path, emu_dir):
-    with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
-        db = Path(dbfs) / "results.sqlite3"
-        before = earlier_results(db)
+    with small_store(2) as (dbfs, db, before):
         printed = run_with_store_fault(row, tmp_path, db, lambda: fill(dbfs),
                                        "DB filesystem filled while the card was written")
         free(dbfs)
@@ -145,9 +149,7 @@ def test_store_fills_during_run(row, tmp_path, emu_dir):
 @pytest.mark.scenario("store read-only: results DB's filesystem remounted ro during `cardbench run`",
                       "result printed, exit 9, kept; the next save (another run) stores both, once")
 def test_store_read_only_during_run(row, tmp_path, emu_dir):
-    with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
-        db = Path(dbfs) / "results.sqlite3"
-        before = earlier_results(db, 1)
+    with small_store(1) as (dbfs, db, before):
         second = {}
 
         def next_run(mnt):
@@ -172,9 +174,7 @@ def test_store_read_only_during_run(row, tmp_path, emu_dir):
 @pytest.mark.scenario("store full: `verify --full` interrupted while the store is full, then --resume",
                       "partial kept in the outbox (exit 130); --resume stores one complete document")
 def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
-    with loop_device(16 * MiB) as dev, mounted(dev) as dbfs:
-        db = Path(dbfs) / "results.sqlite3"
-        earlier_results(db, 1)
+    with small_store(1) as (dbfs, db, _):
         with card(size=48 * MiB, write_rate=20 * MB, read_rate=40 * MB) as c, c.filesystem("ext4") as mnt:
             base = counters(c)
             p = start_cli("verify", "--full", mnt, "--db", str(db), workdir=tmp_path)
@@ -198,6 +198,42 @@ def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
             [(d["id"], d["complete"]) for d in docs]
         assert outbox_for(db) == [] and integrity(db) == "ok"
         row.saw("--resume: the partial moved in, then replaced by the finished document (same id): one, complete")
+        row.lost("nothing")
+    nothing_left(row, emu_dir)
+
+
+@pytest.mark.scenario("demo drawer: store read-only for card 2, Ctrl-C during card 3",
+                      "every finished card kept: card 1 stored, card 2 in the outbox; sync stores it")
+def test_drawer_interrupted_keeps_every_finished_card(row, emu_dir):
+    import _thread
+
+    from cardbench.demo import DRAWER, run_demo
+    from cardbench.errors import Interrupted
+    from cardbench.record import record, sync
+    with small_store(0) as (dbfs, db, _):
+        recs = []
+
+        def remount(mode):
+            subprocess.run(["mount", "-o", f"remount,{mode}", dbfs], check=True, capture_output=True)
+
+        def on_result(c, result):            # what `cardbench demo` (and a drawer session) does per card
+            if len(recs) == 1:
+                remount("ro")
+            recs.append(record(result, str(db)))
+            if len(recs) == 2:
+                remount("rw")
+                threading.Timer(0.5, _thread.interrupt_main).start()   # Ctrl-C while card 3 is set up and run
+
+        with pytest.raises((KeyboardInterrupt, Interrupted)):
+            run_demo(cards=DRAWER[:3], factor=10, file_bytes=2 * MB, runs=1, on_result=on_result)
+        assert [r.stored for r in recs] == [True, False] and len(recs[1].kept) == 1
+        row.saw("card 1 stored; card 2 kept in the outbox (store read-only); Ctrl-C during card 3")
+        assert len(stored(db)) == 1 and len(outbox_for(db)) == 1
+        assert sync(str(db)).saved
+        assert sorted(r.card.brand for r in stored(db)) == sorted(c.brand for c in DRAWER[:2])
+        assert outbox_for(db) == []
+        row.saw("sync: both finished cards stored, once each")
+        row.saw("card 3 was cut short before it finished (nothing of it to keep)")
         row.lost("nothing")
     nothing_left(row, emu_dir)
 
