@@ -86,6 +86,12 @@ def small_store(earlier: int):
         yield dbfs, db, ids
 
 
+def listed_ids(q) -> list[str]:
+    """The run ids `cardbench results --format json` printed."""
+    data = json.loads(q.stdout)
+    return [r["id"] for r in (data["results"] if isinstance(data, dict) else data)]
+
+
 def ids_once(results) -> list[str]:
     ids = [r.id for r in results]
     assert len(ids) == len(set(ids)), f"a result stored twice: {ids}"
@@ -125,21 +131,23 @@ def test_store_fills_during_run(row, tmp_path, emu_dir):
     with small_store(2) as (dbfs, db, before):
         printed = run_with_store_fault(row, tmp_path, db, lambda: fill(dbfs),
                                        "DB filesystem filled while the card was written")
+        q = run_cli("results", "--db", str(db), "--format", "json", workdir=tmp_path)   # while still full
+        assert q.returncode == 0 and "1 result in the outbox" in q.stderr and "cardbench sync" in q.stderr, q.stderr
+        assert sorted(listed_ids(q)) == sorted(before)
+        s = run_cli("sync", "--db", str(db), workdir=tmp_path)
+        assert s.returncode == 6 and "1 result stay in the outbox" in s.stderr, (s.returncode, s.stderr)
+        row.saw("still full: `results` lists the 2 earlier runs and names the outbox; `sync` refuses, keeps it")
         free(dbfs)
         assert integrity(db) == "ok"
         assert sorted(r.id for r in stored(db)) == sorted(before)
-        row.saw("integrity_check ok; the earlier results read back")
-        q = run_cli("results", "--db", str(db), workdir=tmp_path)
-        assert q.returncode == 0 and "1 result in the outbox" in q.stderr and "cardbench sync" in q.stderr, q.stderr
+        row.saw("space freed: integrity_check ok")
         for attempt in range(2):     # twice: the second finds nothing to do
             s = run_cli("sync", "--db", str(db), workdir=tmp_path)
             assert s.returncode == 0, s.stderr
             assert ("stored 1 result" if attempt == 0 else "holds nothing") in s.stdout, s.stdout
         q = run_cli("results", "--db", str(db), "--format", "json", workdir=tmp_path)
         assert q.returncode == 0 and "outbox" not in q.stderr, q.stderr
-        data = json.loads(q.stdout)
-        listed = [r["id"] for r in (data["results"] if isinstance(data, dict) else data)]
-        assert sorted(listed) == sorted(before + [printed["id"]]), listed
+        assert sorted(listed_ids(q)) == sorted(before + [printed["id"]])
         assert ids_once(stored(db)) and outbox_for(db) == []
         row.saw("after sync: `results` lists it beside the 2 earlier runs; a second sync stores nothing")
         row.lost("nothing")

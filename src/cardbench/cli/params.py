@@ -36,6 +36,7 @@ db_option = click.option("--db", envvar="CARDBENCH_DB", metavar="PATH|URL",
 
 def open_to_read(db: str | None):
     """The store for a command that only reads it: a --db (or $CARDBENCH_DB) path that does not
-    exist is an error (a typo must not become a new empty database); the default one may be new."""
+    exist is an error (a typo must not become a new empty database); the default one may be new.
+    A store on a full or read-only file system is still read."""
     from cardbench.store import open_store
-    return open_store(db, create=db is None)
+    return open_store(db, create=db is None, reading=True)

@@ -104,7 +104,7 @@ class SQLiteBackend(Backend):
     # a damaged file can hold text that is not UTF-8: sqlite3 raises UnicodeDecodeError reading it
     error_types = (sqlite3.Error, UnicodeDecodeError)
 
-    def __init__(self, path: str | Path, *, create: bool = True):
+    def __init__(self, path: str | Path, *, create: bool = True, reading: bool = False):
         p = Path(path).expanduser()
         self.path = p
         self.location = str(p)
@@ -139,10 +139,22 @@ class SQLiteBackend(Backend):
             self.conn.execute("PRAGMA foreign_keys = ON")
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.conn.close()
-            raise StoreError(f"cannot open results database {p}: {first_line(e)}") from None
+            if not (reading and existing and _unwritable(e)):
+                raise StoreError(f"cannot open results database {p}: {first_line(e)}") from None
+            self._open_immutable(e)
         except BaseException:
             self.conn.close()
             raise
+
+    def _open_immutable(self, why: BaseException) -> None:
+        """For a command that only reads: a store whose file system is full or read-only (SQLite
+        cannot make its shared-memory file there) is read as it was last checkpointed, untouched."""
+        from urllib.parse import quote
+        try:
+            self.conn = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?immutable=1", uri=True)
+            self.check_not_foreign()
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
+            raise StoreError(f"cannot open results database {self.path}: {first_line(why)}") from None
 
     def _switch_to_wal(self):
         """PRAGMA journal_mode=WAL, retried: while another process creates the same new file,
@@ -209,6 +221,13 @@ class SQLiteBackend(Backend):
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _unwritable(exc: BaseException) -> bool:
+    """SQLite's words for a file system that takes nothing more (full, read-only)."""
+    text = str(exc).lower()
+    return any(w in text for w in ("disk i/o error", "unable to open database file", "readonly", "read-only",
+                                   "disk is full"))
 
 
 class PostgresBackend(Backend):

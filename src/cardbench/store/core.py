@@ -50,7 +50,8 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = True) -> "Store":
+def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = True,
+               reading: bool = False) -> "Store":
     """Open (creating and migrating as needed) a results store.
 
     ``None``: the default SQLite file in the user data directory. A path or ``sqlite:///path``:
@@ -58,8 +59,10 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
     ``cardbench[postgres]``). Raises StoreError (one line) when the store cannot be used.
     ``create=False`` (for commands that only read): a SQLite file that does not exist is an
     error instead of a new empty database, so a mistyped path is said, not silently created.
+    ``reading=True`` (the same commands): a SQLite file on a file system that is full or read-only
+    is still read (as last checkpointed) instead of refused.
     """
-    return Store(url_or_path, create=create)
+    return Store(url_or_path, create=create, reading=reading)
 
 
 def parse_target(url_or_path: str | os.PathLike | None) -> tuple[str, str]:
@@ -91,7 +94,7 @@ def store_key(url_or_path: str | os.PathLike | None) -> str:
 class Store:
     """A results database. Use as a context manager or call ``close()``."""
 
-    def __init__(self, url_or_path: str | os.PathLike | None = None, *, create: bool = True,
+    def __init__(self, url_or_path: str | os.PathLike | None = None, *, create: bool = True, reading: bool = False,
                  _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
@@ -100,7 +103,7 @@ class Store:
         if kind == "postgresql":
             self.backend = PostgresBackend(where)
         else:
-            self.backend = SQLiteBackend(where, create=create)
+            self.backend = SQLiteBackend(where, create=create, reading=reading)
         self.url = self._db.location
         try:
             self._migrate()
