@@ -22,6 +22,7 @@ mid-transaction), each item is then written to the outbox (:mod:`cardbench.store
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -172,9 +173,9 @@ def sync_command(db: str | os.PathLike | None) -> str:
     if db is None or os.environ.get("CARDBENCH_DB") == os.fspath(db):
         return "cardbench sync"
     text = os.fspath(db)
-    if parse_target(text)[0] == "postgresql" and describe_store(text) != text:
-        return "cardbench sync --db URL"
-    return f"cardbench sync --db {_quoted(text)}"
+    if parse_target(text)[0] == "postgresql" and (describe_store(text) != text or ":***@" in text):
+        return "cardbench sync --db URL"       # its password is not printed
+    return f"cardbench sync --db {shlex.quote(text)}"
 
 
 def _flush_quietly(store, key: str) -> list:
@@ -205,8 +206,3 @@ def _keep(rec: Recorded, items: list, key: str) -> None:
             rec.kept.append(outbox.keep(it, key, rec.error or ""))
         except OSError as e:
             rec.keep_error = f"{outbox.outbox_dir()}: {e.strerror or e}"
-
-
-def _quoted(text: str) -> str:
-    import shlex
-    return shlex.quote(text)
