@@ -1,9 +1,10 @@
 """The classic card test on a directory: ``run_directory(path, RunOptions(...)) -> Result``.
 
-Order: check the target, take its lock, remove files a killed run left, choose the size,
-``seq_write`` (one warm-up file, then ``runs`` fresh files, each timed through fsync),
-``cold_read`` (the warm-up file, then each run's file, cold and verified), plausibility checks,
-and every test file removed, also on error, Ctrl-C and SIGTERM. On failure the exception
+Order: check the target, take its lock, remove files a killed run left, choose the size (one
+file's room: free space less 1% + 1 MiB), then per run (one warm-up, then ``runs``): write a
+fresh file (``seq_write``, timed through fsync), read it back cold (``cold_read``: every cache on
+the path dropped, coldness proved, content verified; workloads.coldness), remove it. Then
+plausibility checks; every test file removed, also on error, Ctrl-C and SIGTERM. On failure the exception
 carries the partial result (``exc.result``, ``complete=False``) so it can be stored as such.
 """
 
@@ -19,14 +20,31 @@ from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result, TestResult, now_iso
 from cardbench.target import DirTarget, sweep_leftovers
 from cardbench.units import MiB, fmt_size
+from cardbench.workloads.coldness import ColdReads, filesystem_on, is_fuse
 from cardbench.workloads.files import BLOCK, read_file, write_file
 
-#: one timed run should last about this long when the size is chosen automatically
+#: the automatic size: a write run should last about this long, and a read run at least
+#: READ_RUN_SECONDS (a card reads faster than it writes; both must time well)
 TARGET_RUN_SECONDS = 3.0
+READ_RUN_SECONDS = 1.0
+#: a run shorter than this is too short to time well (timer, request and cache granularity): warned
+#: about, and the automatic size never makes one where the free space allows a longer one
+MIN_RUN_SECONDS = 0.5
+#: the automatic size probes until a probe write and read each last this long
+PROBE_RUN_SECONDS = 0.25
 MIN_AUTO_SIZE = 1 * MiB
 MAX_AUTO_SIZE = 1024 * MiB
-#: never fill more than this fraction of the free space
-FREE_SPACE_SHARE = 0.8
+#: room kept free beside the one test file a run needs: 1% of the file plus 1 MiB. The file
+#: needs more room than its bytes: ext2/3 indirect blocks (0.1% with 4 KiB blocks, 0.4% with
+#: the 1 KiB blocks mkfs gives a small card), ext4 extent blocks, FAT/exFAT cluster rounding
+#: (at most one 32 KiB cluster), a journal commit; reserved blocks (ext's 5% for root) are
+#: already outside the free space counted (f_bavail).
+FIT_SHARE = 0.01
+FIT_SLACK = 1 * MiB
+#: FAT32's largest file: 4 GiB - 1 byte (Documentation/filesystems/vfat.rst, fs/fat: i_size is
+#: 32 bits); a larger --size is capped to the largest whole MiB below it
+FAT_FILE_LIMIT = 4 * 1024 * MiB - 1
+FAT_TYPES = ("vfat", "msdos", "fat", "umsdos")
 
 #: named sets of extra tests. "app": the SD Application Performance Class figures (4 KiB random
 #: read and write IOPS) at queue depth 1 and 32 (Raspberry Pi's agnostics uses 32 since 2024 "to
@@ -87,31 +105,103 @@ def _tag() -> int:
     return random.getrandbits(63) | 1
 
 
-def choose_size(target: DirTarget, run_id: str, opts: RunOptions) -> tuple[int, dict]:
-    """Start small and grow until a probe write lasts >= 0.5 s; size one run to ~3 s of the
-    measured rate, capped by free space. Returns (size, how it was chosen)."""
-    files = opts.runs + opts.warmup
-    cap = int(target.free_now() * FREE_SPACE_SHARE / files) // MiB * MiB
+def room_needed(size: int) -> int:
+    """Free space one test file of ``size`` bytes needs (its bytes plus the margin FIT_SHARE/FIT_SLACK)."""
+    return size + int(size * FIT_SHARE) + FIT_SLACK
+
+
+def largest_fit(free: int) -> int:
+    """The largest test file that fits in ``free`` bytes of free space (see room_needed)."""
+    return max(0, int((free - FIT_SLACK) / (1 + FIT_SHARE)))
+
+
+def file_limit(target: DirTarget) -> tuple[int | None, str | None]:
+    """The filesystem's largest file, where it is small enough to matter: FAT32's 4 GiB - 1 B
+    (the kernel's vfat/msdos, or a FAT under FUSE); (None, None) elsewhere."""
+    fs = target.fstype or ""
+    if fs in FAT_TYPES or (is_fuse(fs) and target.device and filesystem_on(target.device) == "vfat"):
+        return FAT_FILE_LIMIT, "FAT32"
+    return None, None
+
+
+def _statfs_unimplemented(path: str) -> bool:
+    """A filesystem that reports no blocks at all (some FUSE drivers do not implement statfs)."""
+    vfs = os.statvfs(path)
+    return vfs.f_blocks == 0
+
+
+def _too_little_room(target: DirTarget, size: int, free: int) -> TargetError:
+    fit = largest_fit(free)
+    largest = f"the largest test file that fits is {fmt_size(fit)}" if fit >= 4096 else "no test file fits"
+    return TargetError(f"{target.path}: too little free space for a {fmt_size(size)} test file: {fmt_size(free)} "
+                       f"free, {largest} (1% + 1 MiB is kept for the filesystem's own blocks)")
+
+
+def check_size(target: DirTarget, size: int) -> dict:
+    """Check an explicit --size against the free space (one file's room: every run writes,
+    reads and removes its file before the next) and the filesystem's file limit; returns what the
+    method records about the size (a cap, an unknown free space). Raises TargetError."""
+    note: dict = {}
+    free = target.free_now()
+    if free == 0 and _statfs_unimplemented(target.path):
+        note["free_space"] = "unknown: the filesystem reports 0 bytes free (its driver does not implement statfs)"
+    elif room_needed(size) > free:
+        raise _too_little_room(target, size, free)
+    return note
+
+
+def cap_size(target: DirTarget, size: int) -> tuple[int, str | None]:
+    """``size`` capped by the filesystem's file limit (FAT32); returns (size, what was done or None)."""
+    limit, name = file_limit(target)
+    if limit is None or size <= limit:
+        return size, None
+    capped = limit // MiB * MiB
+    return capped, (f"{name} holds files up to 4 GiB - 1 B: each test file capped to {fmt_size(capped)} "
+                    f"instead of {fmt_size(size)}")
+
+
+def choose_size(target: DirTarget, run_id: str, opts: RunOptions, cold: "ColdReads | None" = None) -> tuple[int, dict]:
+    """Start small and grow until a probe write and its cold read each last PROBE_RUN_SECONDS;
+    size one run so that a write lasts ~TARGET_RUN_SECONDS and a read at least READ_RUN_SECONDS,
+    capped by one file's room in the free space (never more: every run removes its file before
+    the next). Returns (size, how it was chosen)."""
+    free = target.free_now()
+    if free == 0 and _statfs_unimplemented(target.path):
+        raise TargetError(f"{target.path}: the filesystem reports 0 bytes free (its driver may not implement "
+                          "statfs), so no size can be chosen: give one with --size")
+    cap = min(largest_fit(free) // MiB * MiB, MAX_AUTO_SIZE)
+    limit, _ = file_limit(target)
+    if limit is not None:
+        cap = min(cap, limit // MiB * MiB)
     if cap < MIN_AUTO_SIZE:
-        raise TargetError(f"{target.path}: too little free space ({fmt_size(target.free_now())}) "
-                          f"for {files} test files of at least {fmt_size(MIN_AUTO_SIZE)}")
+        raise TargetError(f"{target.path}: too little free space ({fmt_size(free)}) for a test file of at least "
+                          f"{fmt_size(MIN_AUTO_SIZE)} (1% + 1 MiB is kept for the filesystem's own blocks)")
     probe = MIN_AUTO_SIZE
-    rate = None
     probes = []
     while True:
         path = target.test_file(run_id, f"probe{len(probes)}")
         try:
-            run, _ = write_file(path, probe, Pattern(_tag()), block=min(opts.block, probe), direct=opts.direct)
+            pattern = Pattern(_tag())
+            w, _ = write_file(path, probe, pattern, block=min(opts.block, probe), direct=opts.direct)
+            if cold is not None:
+                cold.drop(path)
+            r, _, _ = read_file(path, pattern, block=min(opts.block, probe), direct=opts.direct)
         finally:
             _unlink(path)
-        probes.append({"bytes": run.bytes, "seconds": run.seconds})
-        rate = run.bytes_per_s
-        if run.seconds >= 0.5 or probe * 4 > min(cap, MAX_AUTO_SIZE):
+        probes.append({"bytes": probe, "write_seconds": w.seconds, "read_seconds": r.seconds})
+        if min(w.seconds, r.seconds) >= PROBE_RUN_SECONDS or probe >= cap:
             break
-        probe *= 4
-    size = int(rate * TARGET_RUN_SECONDS) // MiB * MiB
-    size = max(MIN_AUTO_SIZE, min(size, MAX_AUTO_SIZE, cap))
-    return size, {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS}
+        probe = min(probe * 4, cap)
+    size = int(max(w.bytes_per_s * TARGET_RUN_SECONDS, r.bytes_per_s * READ_RUN_SECONDS)) // MiB * MiB
+    size = max(MIN_AUTO_SIZE, min(size, cap))
+    how = {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS,
+           "read_target_seconds": READ_RUN_SECONDS, "largest_fit": cap}
+    shortest = min(size / w.bytes_per_s, size / r.bytes_per_s)
+    if shortest < MIN_RUN_SECONDS:
+        how["short"] = (f"the free space ({fmt_size(free)}) holds a test file of {fmt_size(size)} at most, which this "
+                        f"card moves in about {shortest:.2f} s: shorter than {MIN_RUN_SECONDS:g} s to time well; free "
+                        "some space on the card for a better figure")
+    return size, how
 
 
 def _mark_incomplete(result: Result, runs: int) -> None:
@@ -209,48 +299,85 @@ def run_directory(path: str, opts: RunOptions | None = None) -> Result:
     return result
 
 
+def _short_runs(test: TestResult) -> str | None:
+    """A warning for runs shorter than MIN_RUN_SECONDS, or None."""
+    short = [r.seconds for r in test.runs if r.seconds < MIN_RUN_SECONDS]
+    if not short:
+        return None
+    return (f"{test.name}: {len(short)} of {len(test.runs)} runs lasted less than {MIN_RUN_SECONDS:g} s (shortest "
+            f"{min(short):.3f} s): too short to time well; use a larger --size")
+
+
+def _path_ceiling(result: Result) -> float | None:
+    """The physical read ceiling of the path (USB link, SD bus), where known."""
+    from cardbench.verdicts.ceiling import ceilings_for, pick
+    try:
+        c = pick(ceilings_for(result), "cold_read", "read")
+    except (CardbenchError, ValueError, KeyError, TypeError):
+        return None
+    return c.physical_bytes_per_s if c is not None else None
+
+
 def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[str]) -> None:
+    """seq_write and cold_read: each run writes its own file, reads it back cold (proved cold,
+    workloads.coldness) and removes it before the next run, so a run needs one file's room."""
+    cold = ColdReads(device=target.device, fstype=target.fstype, ceiling=_path_ceiling(result))
+    notes: dict = {}
     if opts.size is None:
-        size, how = choose_size(target, result.id, opts)
+        size, how = choose_size(target, result.id, opts, cold)
+        if how.get("short"):
+            result.warnings.append(how["short"])
     else:
         size, how = opts.size, {"auto": False}
-        need = size * (opts.runs + opts.warmup)
-        free = target.free_now()
-        if need > free * FREE_SPACE_SHARE:
-            raise TargetError(f"{target.path}: too little free space: {opts.runs + opts.warmup} files of "
-                              f"{fmt_size(size)} need {fmt_size(need)}, {fmt_size(free)} free "
-                              f"(at most {FREE_SPACE_SHARE:.0%} is used)")
+        size, capped = cap_size(target, size)
+        if capped:
+            notes["size_cap"] = capped
+            result.warnings.append(capped)
+        notes.update(check_size(target, size))
     common = {"engine": "sync", "file_bytes": size, "size_choice": how, "runs": opts.runs,
-              "warmup_runs": opts.warmup, "filesystem": target.fstype, "data": "incompressible (PCG64 pool), "
-              "each 512 B sector tagged with run and position"}
+              "warmup_runs": opts.warmup, "filesystem": target.fstype,
+              "order": "each run: write its file, read it back cold, remove it (one file's room)",
+              "data": "incompressible (PCG64 pool), each 512 B sector tagged with run and position", **notes}
+    if is_fuse(target.fstype) and target.device:
+        on = filesystem_on(target.device)
+        if on:
+            common["filesystem"] = f"{on} (FUSE: {target.fstype})"
     wtest = TestResult(name="seq_write", method=dict(common))
-    result.tests.append(wtest)
-    written: list[tuple[str, Pattern, bool]] = []
+    rtest = TestResult(name="cold_read", method=dict(common))
+    result.tests += [wtest, rtest]
+    direct_note = _direct_note(target)
+    bad_sectors = 0
     for i in range(opts.warmup + opts.runs):
         warm = i < opts.warmup
-        path = target.test_file(result.id, f"w{i}")
+        which = "warm-up" if warm else f"run {i - opts.warmup + 1}/{opts.runs}"
+        path = target.test_file(result.id, f"r{i}")
         files.append(path)
         pattern = Pattern(_tag())
-        label = "seq_write warm-up" if warm else f"seq_write run {i - opts.warmup + 1}/{opts.runs}"
-        with opts.progress.task(label, size) as advance:
+        with opts.progress.task(f"seq_write {which}", size) as advance:
             run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct, progress=advance)
+        if direct_note and method["io"].startswith("O_DIRECT"):
+            method["io"] = method["io"] + direct_note
         wtest.method.update(method)
         (wtest.warmup if warm else wtest.runs).append(run)
-        written.append((path, pattern, warm))
-    rtest = TestResult(name="cold_read", method=dict(common))
-    result.tests.append(rtest)
-    bad_sectors = 0
-    for n, (path, pattern, warm) in enumerate(written):
-        label = "cold_read warm-up" if warm else f"cold_read run {n - opts.warmup + 1}/{opts.runs}"
-        with opts.progress.task(label, size) as advance:
-            run, method, counts = read_file(path, pattern, block=opts.block, direct=opts.direct, progress=advance)
+
+        def read_once(path=path, pattern=pattern, which=which, tries=[]):  # noqa: B006 - one list per run
+            label = f"cold_read {which}" + (" again, every cache dropped" if tries else "")
+            tries.append(1)
+            with opts.progress.task(label, size) as adv:
+                got = read_file(path, pattern, block=opts.block, direct=opts.direct, progress=adv)
+            return got[0].bytes_per_s, got
+        (run, method, counts), is_cold, resident = cold.read(path, read_once)
+        method = dict(method, resident_fraction_before=resident)
         rtest.method.update({k: v for k, v in method.items() if k != "resident_fraction_before"})
         rtest.method.setdefault("resident_fraction_before", [])
-        rtest.method["resident_fraction_before"].append(method["resident_fraction_before"])
-        if method["resident_fraction_before"] > 0:
-            rtest.warnings.append(f"{method['resident_fraction_before']:.0%} of a test file was still in the page "
+        rtest.method["resident_fraction_before"].append(resident)
+        if resident > 0:
+            rtest.warnings.append(f"{resident:.0%} of a test file was still in the page "
                                   "cache before reading; O_DIRECT reads bypass it, but say so")
-        (rtest.warmup if warm else rtest.runs).append(run)
+        if is_cold:
+            (rtest.warmup if warm else rtest.runs).append(run)
+        else:
+            rtest.extra.setdefault("cached_runs", []).append(run.to_dict())
         bad = sum(v for k, v in counts.items() if k != "ok")
         bad_sectors += bad
         if bad:
@@ -260,8 +387,26 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
                 f"({lost} lost writes, {counts['overwritten']} overwritten by other positions, "
                 f"{counts['changed']} changed): the card loses data")
         _remove(path)
+        files.remove(path)
+    rtest.method.update(cold.method())
+    rtest.warnings += [w for w in cold.warnings() if w not in rtest.warnings]
+    if not rtest.runs:
+        rtest.complete = False
+    for t in (wtest, rtest):
+        short = _short_runs(t)
+        if short:
+            t.warnings.append(short)
     if bad_sectors:
         result.warnings.append(f"data integrity: {bad_sectors} sectors read back wrong; see cold_read warnings")
+
+
+def _direct_note(target: DirTarget) -> str:
+    """What O_DIRECT means on this filesystem when it is not plain (by the kernel's source and
+    documentation; not measured here: this machine's kernel has no vfat or exfat)."""
+    if target.fstype in FAT_TYPES or target.fstype == "exfat":
+        return (f" (the kernel's {target.fstype} driver writes a request that extends the file buffered and "
+                "flushes it before the call returns: fs/fat/inode.c, fs/exfat/inode.c direct_IO)")
+    return ""
 
 
 def wanted_extra_tests(opts: RunOptions) -> tuple[list[str], str | None]:
