@@ -139,3 +139,64 @@ def emulators_under(directory: str | os.PathLike):
         else:
             os.environ["CARDBENCH_EMULATE_TMPDIR"] = old
     assert emulator_leftovers(directory) == [], "emulator leftovers (loop devices, mounts or servers)"
+
+
+@contextlib.contextmanager
+def unprivileged_user():
+    """A fresh desktop-like user (unique name, own home under the temp dir), removed afterwards
+    whatever happens. Yields (name, uid, gid, home)."""
+    import pwd
+    import uuid
+    name = f"cbt{uuid.uuid4().hex[:10]}"
+    home = tempfile.mkdtemp(prefix=f"cardbench-test-home-{name}-")
+    os.chmod(home, 0o755)
+    created = False
+    try:
+        sh("useradd", "--no-create-home", "--home-dir", home, "--shell", "/bin/sh", "--user-group", name)
+        created = True
+        pw = pwd.getpwnam(name)
+        os.chown(home, pw.pw_uid, pw.pw_gid)
+        yield name, pw.pw_uid, pw.pw_gid, home
+    finally:
+        if created:
+            # the user's processes end with the commands (run_cli_as waits); userdel refuses a
+            # user with processes, so say it rather than leave the account
+            r = sh("userdel", name, check=False)
+            assert r.returncode == 0, f"userdel {name}: {r.stderr}"
+        sh("rm", "-rf", "--one-file-system", home, check=False)
+
+
+#: Runs one command as another user, in a private mount namespace where /root is a fresh,
+#: traversable tmpfs holding only a bind of the interpreter's tree. Why: this machine's Python
+#: (and a CI machine's) lives under /root/.pyenv and /root is 0700, so another user cannot run
+#: it; its libpython is found through an absolute RPATH under /root, so a bind elsewhere would
+#: not do. The namespace changes nothing outside it (no permission of /root is touched) and
+#: vanishes with its last process, also when the test is killed.
+_AS_USER = r'''
+set -e
+mount -t tmpfs -o mode=0700 cardbench-test-stash /mnt
+stash=/mnt/stash
+mkdir "$stash"
+mount --bind "$CB_PYROOT" "$stash"
+mount -t tmpfs -o mode=0755 cardbench-test-root /root
+mkdir -p "$CB_PYROOT"
+mount --bind "$stash" "$CB_PYROOT"
+cd /
+exec runuser -u "$CB_USER" -- env -i HOME="$CB_HOME" USER="$CB_USER" LOGNAME="$CB_USER" PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 PYTHONPATH="$CB_SRC" "$CB_PYTHON" -m cardbench "$@"
+'''
+
+
+def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The real command line as ``user`` (see _AS_USER), this checkout's src/ first on the path."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    py = os.path.realpath(sys.executable)
+    pyroot = sys.base_prefix if os.path.realpath(sys.base_prefix).startswith("/root/") else None
+    env = dict(os.environ, CB_USER=user, CB_HOME=home, CB_SRC=src, CB_PYTHON=py, CB_PYROOT=pyroot or "/nonexistent")
+    if pyroot is None:   # the interpreter is not under /root: run it as it is
+        script = ('exec runuser -u "$CB_USER" -- env -i HOME="$CB_HOME" PATH=/usr/sbin:/usr/bin:/sbin:/bin '
+                  'LANG=C.UTF-8 PYTHONPATH="$CB_SRC" "$CB_PYTHON" -m cardbench "$@"')
+        cmd = ["sh", "-c", script, "sh", *args]
+    else:
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _AS_USER, "sh", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

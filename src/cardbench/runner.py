@@ -511,6 +511,8 @@ def run_device(path: str, opts: DeviceOptions | None = None) -> Result:
     opts = opts or DeviceOptions()
     opts.validate()
     dev = get_device(path, whole_device=True)
+    if not os.access(dev.path, os.R_OK):
+        raise TargetError(f"cannot open {dev.path}: permission denied (raw device tests need root)")
     result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
                             "transport": dev.transport, "model": dev.model}, card=opts.card, reader=opts.reader)
     if opts.label and not result.card.label:

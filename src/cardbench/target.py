@@ -97,10 +97,8 @@ class DirTarget:
                    free_bytes=vfs.f_bavail * vfs.f_frsize, block_size=vfs.f_bsize)
 
     def free_now(self) -> int:
-        """Bytes this process may write now: for root the blocks an ext filesystem reserves for
-        root count too (f_bfree; root writes into them), for anyone else not (f_bavail)."""
         vfs = os.statvfs(self.path)
-        return (vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail) * vfs.f_frsize
+        return vfs.f_bavail * vfs.f_frsize
 
     def test_file(self, run_id: str, what: str) -> str:
         return os.path.join(self.path, f"{TEST_FILE_PREFIX}{run_id[:16]}-{what}.tmp")

@@ -241,7 +241,9 @@ class ColdReads:
             out.append("cold_read: a FUSE filesystem reads the card through the device's page cache, and it "
                        f"could not be dropped ({'; '.join(f'{k}: {v}' for k, v in not_done.items())}); run as root "
                        "to drop it")
-        if self.card_rate is None:
+        if self.card_rate is None and is_fuse(self.fstype):
+            # a kernel filesystem read with O_DIRECT (or fadvise + mincore) has no cache on the
+            # path: the method says the device check was not made; only FUSE needs it said aloud
             out.append(f"cold_read: {self.proof}")
         if self.cached_runs:
             out.append(f"cold_read: {self.cached_runs} run(s) read faster than the card delivers even after every "
