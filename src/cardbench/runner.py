@@ -350,7 +350,7 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
     for i in range(opts.warmup + opts.runs):
         warm = i < opts.warmup
         which = "warm-up" if warm else f"run {i - opts.warmup + 1}/{opts.runs}"
-        path = target.test_file(result.id, f"r{i}")
+        path = target.test_file(result.id, f"w{i}")
         files.append(path)
         pattern = Pattern(_tag())
         with opts.progress.task(f"seq_write {which}", size) as advance:
