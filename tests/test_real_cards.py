@@ -311,3 +311,44 @@ def test_desktop_user_without_root():
             assert p.returncode == code and "Traceback" not in p.stderr
             lines = p.stderr.strip().splitlines()
             assert len(lines) == 1 and "root" in lines[0], p.stderr
+
+
+# -- Bad input: a filesystem that reports 0 bytes free -----------------------------------------
+
+@needs_emulator
+def test_filesystem_reporting_no_free_space(tmp_path):
+    """A FUSE driver without statfs (tests/nostatfs_fs.py) reports 0 blocks free: the automatic
+    size says so in one line and asks for --size; with --size the run works and says why the
+    free space was not checked."""
+    import time
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+    server = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "nostatfs_fs.py"),
+                               str(backing), str(mnt)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(mnt):
+            assert server.poll() is None and time.monotonic() < deadline, "the no-statfs filesystem did not mount"
+            time.sleep(0.05)
+        assert os.statvfs(mnt).f_blocks == 0
+        p = run_cli("run", str(mnt), "--runs", "1", "--no-save")
+        assert p.returncode == 3 and "Traceback" not in p.stderr
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and "0 bytes free" in lines[0] and "--size" in lines[0], p.stderr
+        p = run_cli("run", str(mnt), "--runs", "1", "--size", "2MB", "--no-save", "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        read = doc["tests"][1]
+        assert read["method"]["free_space"].startswith("unknown: the filesystem reports 0 bytes free")
+        assert any("no block device found under it" in w for w in read["warnings"])
+        assert os.listdir(backing) == []
+    finally:
+        sh("fusermount3", "-u", str(mnt), check=False)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sh("fusermount3", "-uz", str(mnt), check=False)
+            server.kill()
+            server.wait()

@@ -3,7 +3,8 @@ through one USB 2.0 reader, each tested with the standard `cardbench run`.
 
 The survey's figures (write / read, MB/s) are the emulated cards' set rates, scaled up by
 ``SPEED_FACTOR`` so the demo is quick; each card gets ext4 and the standard test with
-``FILE_BYTES`` files (the survey used one 42 MB file; four of those do not fit the 48 MB card).
+``FILE_BYTES`` files so the demo is quick (the survey used one 41.99 MB file, which `cardbench run`
+takes on the 48 MB card too: each run needs one file's room).
 Every figure set is printed beside every figure measured, and the results go to a demo
 database, so `cardbench results --db <demo db>` and `cardbench readers` work on them.
 """

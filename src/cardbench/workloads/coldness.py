@@ -237,14 +237,18 @@ class ColdReads:
         """What could not be dropped or checked, in words (empty when everything was)."""
         out = []
         not_done = {k: v for k, v in self.dropped.items() if v != "done"}
-        if is_fuse(self.fstype) and not_done:
-            out.append("cold_read: a FUSE filesystem reads the card through the device's page cache, and it "
-                       f"could not be dropped ({'; '.join(f'{k}: {v}' for k, v in not_done.items())}); run as root "
-                       "to drop it")
-        if self.card_rate is None and is_fuse(self.fstype):
-            # a kernel filesystem read with O_DIRECT (or fadvise + mincore) has no cache on the
-            # path: the method says the device check was not made; only FUSE needs it said aloud
-            out.append(f"cold_read: {self.proof}")
+        if is_fuse(self.fstype) and not self.device:
+            out.append("cold_read: a FUSE filesystem with no block device found under it: what its daemon caches "
+                       "could not be dropped, and the reads could not be checked against the card")
+        elif is_fuse(self.fstype):
+            if not_done:
+                out.append("cold_read: a FUSE filesystem reads the card through the device's page cache, and it "
+                           f"could not be dropped ({'; '.join(f'{k}: {v}' for k, v in not_done.items())}); run as "
+                           "root to drop it")
+            if self.card_rate is None:
+                # a kernel filesystem read with O_DIRECT (or fadvise + mincore) has no cache on
+                # the path: the method says the device check was not made; FUSE needs it said
+                out.append(f"cold_read: {self.proof}")
         if self.cached_runs:
             out.append(f"cold_read: {self.cached_runs} run(s) read faster than the card delivers even after every "
                        "cache was dropped: a cache answered; those runs are kept out of the figures")
