@@ -1,6 +1,7 @@
 """A passthrough FUSE filesystem that does not implement statfs (it reports 0 blocks, 0 free),
-like some FUSE drivers do. ``python nostatfs_fs.py BACKING_DIR MOUNTPOINT`` serves BACKING_DIR
-at MOUNTPOINT in the foreground until unmounted (fusermount3 -u)."""
+like some FUSE drivers do. ``python nostatfs_fs.py BACKING_DIR MOUNTPOINT [SOURCE]`` serves BACKING_DIR
+at MOUNTPOINT in the foreground until unmounted (fusermount3 -u); SOURCE is the name mountinfo
+shows (a FUSE driver over a card names its device there, as a ``fuse`` mount)."""
 
 from __future__ import annotations
 
@@ -77,4 +78,5 @@ class NoStatfs(fuse.Operations):
 
 
 if __name__ == "__main__":
-    fuse.FUSE(NoStatfs(sys.argv[1]), sys.argv[2], foreground=True, nothreads=True)
+    extra = {"fsname": sys.argv[3]} if len(sys.argv) > 3 else {}
+    fuse.FUSE(NoStatfs(sys.argv[1]), sys.argv[2], foreground=True, nothreads=True, **extra)

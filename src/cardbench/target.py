@@ -30,11 +30,19 @@ def mount_of(path: str) -> Mount | None:
 
 
 def block_device_of(mount: Mount | None) -> str | None:
-    """/dev path of the block device behind a mount, when there is one (not for tmpfs, FUSE...)."""
+    """/dev path of the block device behind a mount, when there is one (not for tmpfs...). A FUSE
+    filesystem over a device: ``fuseblk`` mounts carry the device's own number; a ``fuse`` mount
+    (a driver run without blkdev, e.g. by a user) names it only as its source."""
     if mount is None:
         return None
     sys_dev = f"/sys/dev/block/{mount.devno}"
     if not os.path.exists(sys_dev):
+        if mount.fstype.startswith("fuse") and mount.source.startswith("/dev/"):
+            try:
+                if stat.S_ISBLK(os.stat(mount.source).st_mode):
+                    return os.path.realpath(mount.source)
+            except OSError:
+                pass
         return None
     name = os.path.basename(os.path.realpath(sys_dev))
     dev = f"/dev/{name}"
