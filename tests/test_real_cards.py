@@ -321,7 +321,6 @@ def test_filesystem_reporting_no_free_space(tmp_path):
     size says so in one line and asks for --size; with --size the run works and says why the
     free space was not checked. Mounted as type ``fuse`` naming a device as its source (as a
     driver run without blkdev does), that device is found under it and its cache dropped."""
-    import time
     backing, mnt = tmp_path / "backing", tmp_path / "mnt"
     backing.mkdir()
     mnt.mkdir()
