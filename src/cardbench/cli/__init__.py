@@ -174,6 +174,7 @@ for _module, _attr in [
     ("cardbench.cli.demo_cmd", "demo"),
     ("cardbench.cli.verify_cmd", "verify"),
     ("cardbench.cli.sync_cmd", "sync"),
+    ("cardbench.cli.drawer_cmd", "drawer"),
 ]:
     _attach(_module, _attr)
 

@@ -276,7 +276,7 @@ def ceilings_for(result: Result, observed: list[Mapping[str, Any]] | None = None
     for entry in observed or []:
         if entry.get("identity") != identity:
             continue
-        for finding in entry.get("findings") or [entry]:
+        for finding in (list(entry.get("findings") or []) + list(entry.get("direct") or [])) or [entry]:
             seen = observed_ceiling({**finding, "name": entry.get("name"), "identity": identity})
             if seen is None:
                 continue

@@ -225,35 +225,148 @@ def find_ceiling(values: dict[str, float], other: dict[str, float], names: dict[
     return finding
 
 
+#: the same card through two readers: the slower reader caps it when the other one carries it
+#: this much faster (10%: well beyond run-to-run noise of a few percent)
+SAME_CARD_GAP = 0.10
+#: cards read at once: the shared path is the ceiling when together they do not beat the best
+#: card alone by more than this, though alone they add up to SHARED_SUM times more
+SHARED_NEAR = 0.10
+SHARED_SUM = 1.3
+#: which kind of evidence is shown first when two are equally strong: direct evidence first
+_KIND_ORDER = {"same_card": 0, "probe": 1, "cluster": 2}
+
+
+def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str], dict[str, dict[str, float]]]],
+                       reader_names: dict[str, str], *, gap: float = SAME_CARD_GAP,
+                       tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
+    """The same card (by identity) measured through this reader and another: when the other
+    reader carries it more than ``gap`` faster, this reader is capped at what it delivered.
+
+    ``per_reader``: {reader identity: _best_figures(its results)}. One finding per direction
+    with such a card: ``kind`` "same_card", ``ceiling_bytes_per_s`` the best figure of those
+    cards through this reader, ``confidence`` "likely" (no card through this reader is faster
+    than that by more than ``tolerance``) or "possible", ``cards`` the comparisons."""
+    names, best = per_reader[identity]
+    out = []
+    for direction in ("read", "write"):
+        mine = best[direction]
+        pairs = []
+        for other, (_, other_best) in per_reader.items():
+            if other == identity:
+                continue
+            for cid, here in mine.items():
+                there = other_best[direction].get(cid)
+                if there is not None and there > here * (1 + gap):
+                    pairs.append({"card": names[cid], "card_identity": cid, "here_bytes_per_s": here,
+                                  "other_reader": reader_names.get(other, other), "other_bytes_per_s": there})
+        if not pairs:
+            continue
+        ceiling = max(p["here_bytes_per_s"] for p in pairs)
+        faster = [cid for cid, v in mine.items() if v > ceiling * (1 + tolerance)]
+        said = "; ".join(f"{p['card']} {'reads' if direction == 'read' else 'writes'} {_mbs(p['other_bytes_per_s'])} "
+                         f"through the other reader ({p['other_reader']}) but {_mbs(p['here_bytes_per_s'])} here"
+                         for p in sorted(pairs, key=lambda p: p["here_bytes_per_s"]))
+        evidence = f"the same card through two readers: {said}, so this reader caps {direction}s at {_mbs(ceiling)}"
+        if faster:
+            evidence += (f"; but {_count(len(faster))} {direction} faster through it "
+                         f"({_names(faster, names, mine)}), so it is no hard limit")
+        out.append({"kind": "same_card", "direction": direction, "ceiling_bytes_per_s": ceiling,
+                    "confidence": "possible" if faster else "likely", "cards": pairs,
+                    "cards_at_ceiling": len(pairs), "evidence": evidence})
+    return out
+
+
+def judge_shared(measured: dict[str, Any], *, near: float = SHARED_NEAR, total: float = SHARED_SUM) -> dict[str, Any]:
+    """Cards read at once (:func:`cardbench.workloads.shared.read_together`): whether the path
+    they share is the ceiling. A finding: ``kind`` "probe", ``direction`` "read",
+    ``ceiling_bytes_per_s`` (None when the path carried them all), ``confidence`` ("likely":
+    together no faster than the best card alone, though alone they add up to ``total`` times
+    more; "possible": together between one card and the sum; "none"), ``evidence``, and the
+    measured figures."""
+    rows = measured["devices"]
+    together = measured.get("together_bytes_per_s") or 0.0
+    alone_sum, alone_max = measured["alone_sum_bytes_per_s"], measured["alone_max_bytes_per_s"]
+    alone = ", ".join(f"{r['device']} {_mbs(r['alone_bytes_per_s'])}" for r in rows)
+    said = (f"{len(rows)} cards read at once: {_mbs(together)} together; alone {alone} "
+            f"(sum {_mbs(alone_sum)})")
+    if together <= alone_max * (1 + near) and alone_sum >= together * total:
+        confidence, ceiling = "likely", together
+        evidence = f"{said}: the path they share carries one card's rate, so it is the ceiling: {_mbs(together)}"
+    elif together >= alone_sum * (1 - near):
+        confidence, ceiling = "none", None
+        evidence = f"{said}: the path they share carried them all, so its ceiling is above {_mbs(together)}"
+    else:
+        confidence, ceiling = "possible", together
+        evidence = (f"{said}: more than one card but less than their sum, so the shared path carries about "
+                    f"{_mbs(together)}")
+    return {"kind": "probe", "direction": "read", "ceiling_bytes_per_s": ceiling, "confidence": confidence,
+            "cards_at_ceiling": len(rows), "evidence": evidence, "measured": measured}
+
+
+def link_finding(group: list[Result]) -> dict[str, Any] | None:
+    """What the link itself can carry (USB link speed and protocol, or the SD bus), from the
+    newest result of the reader that knows it: an upper bound, not an observation."""
+    from cardbench.verdicts.ceiling import path_ceiling
+    for r in reversed(group):
+        bus = r.target.get("sd_bus") if isinstance(r.target, dict) and isinstance(r.target.get("sd_bus"), dict) else {}
+        c = path_ceiling(r.reader, sd_mode=bus.get("mode"), sd_clock_hz=bus.get("clock_hz"))
+        if c is not None:
+            return {"kind": "link", "direction": "both", "ceiling_bytes_per_s": c.typical_bytes_per_s,
+                    "confidence": "upper bound", "cards_at_ceiling": 0,
+                    "evidence": f"{c.label}: carries {_mbs(c.typical_bytes_per_s)} typically, "
+                                f"{_mbs(c.limit_bytes_per_s)} at best"}
+    return None
+
+
 def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_cards: int = MIN_CARDS,
-                    spread: float = SPREAD) -> list[dict[str, Any]]:
-    """Per reader, the probable read and write ceilings observed across stored results.
+                    spread: float = SPREAD, probes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per reader, the probable read and write ceilings, from every piece of evidence.
 
     Each entry: ``identity``, ``name``, ``cards`` (distinct cards measured), then the strongest
-    finding (likely > possible > none; read first on a tie): ``ceiling_bytes_per_s`` (None when
-    none is named), ``direction``, ``cards_at_ceiling``, ``confidence`` ("likely" | "possible" |
-    "none") and ``evidence`` (in words); ``findings`` holds both directions' findings in full.
+    finding (likely > possible > none; direct evidence before clustering, read first on a tie):
+    ``ceiling_bytes_per_s`` (None when none is named), ``direction``, ``cards_at_ceiling``,
+    ``confidence`` ("likely" | "possible" | "none"), ``kind`` and ``evidence`` (in words).
+    ``findings`` holds both directions' clustering findings in full; ``direct`` the direct
+    evidence (the same card through another reader: :func:`same_card_findings`; cards read at
+    once: ``probes``, :func:`judge_shared` findings with a ``reader_identity``); ``link`` what
+    the link carries (:func:`link_finding`); ``pieces`` all of them, each with its ``kind``
+    and ``confidence``, as ``cardbench readers`` shows them.
     """
     groups: OrderedDict[str, list[Result]] = OrderedDict()
     for r in results:
         groups.setdefault(r.reader.identity(), []).append(r)
+    for p in probes or []:
+        groups.setdefault(p.get("reader_identity") or "probe", [])
+    per_reader = {identity: _best_figures(group) for identity, group in groups.items()}
+    reader_names = {identity: next((r.reader.name for r in reversed(group) if r.reader.name), None) or identity
+                    for identity, group in groups.items()}
     out = []
     for identity, group in groups.items():
-        name = next((r.reader.name for r in reversed(group) if r.reader.name), None) or identity
-        names, best = _best_figures(group)
+        name = reader_names[identity]
+        if not group:
+            name = next((p.get("reader") for p in probes or [] if p.get("reader_identity") == identity), None) or name
+        names, best = per_reader[identity]
         modes = card_modes(group)
         findings = [find_ceiling(best["read"], best["write"], names, "read",
                                  tolerance=tolerance, min_cards=min_cards, spread=spread, modes=modes),
                     find_ceiling(best["write"], best["read"], names, "write",
                                  tolerance=tolerance, min_cards=min_cards, spread=spread, modes=modes)]
-        top = max(findings, key=lambda f: _RANK[f["confidence"]])   # max keeps the first (read) on ties
+        for f in findings:
+            f["kind"] = "cluster"
+        direct = same_card_findings(identity, per_reader, reader_names, tolerance=tolerance)
+        direct += [p for p in probes or [] if (p.get("reader_identity") or "probe") == identity]
+        candidates = sorted(direct + findings, key=lambda f: (-_RANK[f["confidence"]], _KIND_ORDER[f["kind"]],
+                                                               f["direction"] != "read"))
+        top = candidates[0]
         evidence = top["evidence"]
         if top["confidence"] == "none":
             evidence = "; ".join(f"{f['direction']}: {f['evidence']}" for f in findings)
+        link = link_finding(group)
         out.append({"identity": identity, "name": name, "cards": len(names),
                     "ceiling_bytes_per_s": top["ceiling_bytes_per_s"], "direction": top["direction"],
                     "cards_at_ceiling": top["cards_at_ceiling"], "confidence": top["confidence"],
-                    "evidence": evidence, "findings": findings})
+                    "kind": top["kind"], "evidence": evidence, "findings": findings, "direct": direct,
+                    "link": link, "pieces": direct + findings + ([link] if link else [])})
     return out
 
 

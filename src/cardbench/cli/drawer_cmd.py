@@ -1,0 +1,150 @@
+"""``cardbench drawer``: a whole drawer of cards in one sitting (cardbench.drawer.DrawerSession)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from cardbench.cli import params
+from cardbench.errors import Interrupted
+from cardbench.result import Card
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _asker(no_prompt: bool):
+    """Ask a new card's name, brand, capacity and label once (None: never ask)."""
+    if no_prompt or not sys.stdin.isatty():
+        return None
+    from cardbench.units import UnitError, fmt_size, parse_size
+
+    def ask(probe: Card, dev) -> Card:
+        _say(f"A new card in {dev.path} ({fmt_size(dev.size)}{', ' + probe.model if probe.model else ''}); "
+             "Enter leaves a field empty.")
+        card = Card(serial=probe.serial, model=probe.model, capacity_bytes=probe.capacity_bytes)
+        card.brand = click.prompt("  brand", default="", show_default=False, err=True).strip() or None
+        card.name = click.prompt("  name", default="", show_default=False, err=True).strip() or None
+        cap = click.prompt("  capacity printed on it (e.g. 256MB)", default="", show_default=False, err=True).strip()
+        if cap:
+            try:
+                card.capacity_bytes = parse_size(cap)
+            except UnitError as e:
+                _say(f"  {e}; the device's size is kept")
+        label = click.prompt("  speed marks on the label (e.g. 4X, C10 U1)", default="", show_default=False,
+                             err=True).strip()
+        if label:
+            from cardbench.verdicts.labels import parse_label
+            from cardbench.errors import UsageError
+            try:
+                parse_label(label)
+                card.label = label
+            except UsageError as e:
+                _say(f"  {e.message}; no label kept")
+        return card
+    return ask
+
+
+@click.command("drawer")
+@click.option("--profile", type=click.Choice(["classic", "app", "matrix"]), default="classic", show_default=True,
+              help="Extra tests for a mounted card, as in `cardbench run`.")
+@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True, help="Timed runs per test.")
+@click.option("--no-prompt", is_flag=True, help="Never ask for a new card's name, brand, capacity and label.")
+@click.option("--include-loop", is_flag=True, help="Watch loop devices too (emulated cards, disk images).")
+@click.option("--loop-under", metavar="DIR",
+              help="With --include-loop: only loop devices whose backing file lies under DIR.")
+@click.option("--settle", type=click.FloatRange(0, 60), default=3.0, show_default=True,
+              help="Seconds a new card is given to be automounted before it is tested unmounted.")
+@click.option("--no-verify", is_flag=True, help="Unmounted cards: skip the quick fake-capacity verify.")
+@click.option("--reader", "reader_name", help="Name of the card reader (for readers cardbench cannot identify).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON line per card as it finishes (schema cardbench.drawer/1) on stdout.")
+@click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
+@params.db_option
+@click.option("--no-save", is_flag=True, help="Do not store the results.")
+def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify, reader_name, as_json, mib,
+           db, no_save):
+    """Watch for cards until Ctrl-C and test each one as it goes in: identify it, recall or ask
+    its name, test it (mounted: `run` on its mount; not mounted: read-only `run DEVICE` plus the
+    quick `verify`, which restores what it writes), store it, and say when it can be swapped.
+    Ends with this session's drawer table and the reader verdict."""
+    from cardbench.cli.ui import RichProgress
+    from cardbench.drawer import DrawerOptions, DrawerSession
+    from cardbench.errors import UsageError
+    from cardbench.report.session import card_lines
+
+    if loop_under and not include_loop:
+        raise UsageError("--loop-under only narrows --include-loop")
+    if not no_save:
+        from cardbench.store import open_store
+        with open_store(db):   # a bad --db fails before any card is touched
+            pass
+    unit = "MiB/s" if mib else "MB/s"
+
+    def on_event(kind: str, **d) -> None:
+        if kind == "watching":
+            _say(f"Watching {d['what']} for cards ({d['method']}); insert a card, Ctrl-C ends the session.")
+            if not d["root"]:
+                _say("Not root: a card that is not mounted cannot be read raw nor verified (both need root); "
+                     "mounted cards you can write to are tested.")
+        elif kind == "inserted":
+            _say(f"{d['device']}: a card went in" + (f" ({d['queued']} waiting)" if d["queued"] > 1 else ""))
+        elif kind == "testing":
+            c = d["card"]
+            who = " ".join(x for x in (c.brand, c.name) if x) or c.model or "unnamed card"
+            _say(f"Testing card {d['number']} in {d['device']}: {who}"
+                 + (" (recalled from the store)" if d["recalled"] else ""))
+        elif kind == "done":
+            o = d["outcome"]
+            if as_json:
+                click.echo(json.dumps(o.to_json(), ensure_ascii=False))
+                sys.stdout.flush()
+            for line in card_lines(o, d["count"], unit):
+                (_say if as_json else click.echo)(line)
+            _say(f"{d['count']} card(s) done; waiting for the next card (Ctrl-C ends).")
+        elif kind == "removed":
+            _say(f"{d['device']}: card out")
+        elif kind in ("gone", "ignored"):
+            _say(f"{d['device']}: " + ("went before it could be tested" if kind == "gone" else f"ignored: {d['why']}"))
+        elif kind == "save_failed":
+            _say(f"{d['device']}: NOT stored: {d['error']}")
+        elif kind == "probing":
+            _say(f"Two cards behind one reader ({', '.join(d['devices'])}): reading them at once")
+        elif kind == "probed":
+            _say(f"  {d['finding']['evidence']}")
+        elif kind == "probe_failed":
+            _say(f"  reading them at once failed: {d['error']}")
+
+    session = DrawerSession(DrawerOptions(
+        profile=profile, runs=runs, include_loop=include_loop, loop_under=loop_under, settle=settle,
+        verify=not no_verify, db=db, save=not no_save, reader_name=reader_name, ask=_asker(no_prompt),
+        progress=RichProgress(enabled=None), on_event=on_event))
+    cut_short = None
+    try:
+        session.run()
+    except (KeyboardInterrupt, Interrupted) as e:
+        cut_short = e
+    _summary(session, unit, as_json)
+    if cut_short is not None and session.cut_short:
+        raise Interrupted(f"interrupted while testing {session.cut_short}; its cleanup has run and its partial "
+                          "result is stored as incomplete")
+
+
+def _summary(session, unit: str, as_json: bool) -> None:
+    """This session's drawer table, then the reader verdict (on stderr with --json)."""
+    from cardbench.cli.readers_cmd import render_table
+    from cardbench.cli.ui import stdout_console
+    from cardbench.report.drawer import render
+    out = (lambda text: click.echo(text, err=True)) if as_json else click.echo
+    results = session.results()
+    if not results:
+        out("Session over: no card was tested.")
+        return
+    out(f"Session over: {len(results)} card(s) tested.")
+    out(render(results, "table", rate_unit=unit, width=150 if not sys.stdout.isatty() else 120).rstrip())
+    rows = session.reader_verdict()
+    from rich.console import Console
+    render_table(rows, Console(stderr=True, width=120) if as_json else stdout_console())

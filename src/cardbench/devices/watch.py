@@ -1,0 +1,253 @@
+"""Noticing cards as they go in and out: the kernel's uevents over netlink, else sysfs polling.
+
+A card is a whole block device that *gets its medium*: a new ``mmcblkN``, a USB stick's ``sdX``
+appearing, a card pushed into a reader slot (its ``sdX`` going from size 0 to N), or, with
+``include_loop``, a loop device getting a backing file (``losetup``: size 0 -> N). Devices that
+already hold a medium when watching starts are left alone until their medium changes (goes, or
+comes back with another size).
+
+How it notices (measured with ``bench/detect_latency.py``, README "Benchmarks"): the kernel
+sends a ``change``/``add``/``remove`` uevent for every block device on the netlink socket
+``NETLINK_KOBJECT_UEVENT``, multicast group 1 (the kernel's own group; udevd re-broadcasts on
+group 2, so no udevd is needed). On that event the device's ``/sys/block/<name>/size`` is read
+again. Measured here: noticed 0.1-0.3 ms after ``losetup`` returned, and no CPU while nothing
+happens (the process sleeps in ``select``). Polling sysfs every 0.5 s notices 250 ms late on
+average (up to 500 ms) and costs a little CPU all the time, so it is only the fallback: when the
+socket cannot be opened (a sandbox without netlink), and, as a safety net for dropped events
+(ENOBUFS when the socket's buffer overflows), a full rescan every ``rescan`` seconds.
+
+Which devices are watched (:func:`watched`): USB mass storage, mmc, anything sysfs marks
+removable, and loop devices only with ``include_loop`` (and, with ``loop_under``, only those whose
+backing file lies under that directory: on a shared machine other people's loop devices are not
+cards to test). Partitions, RAM disks, zram, device-mapper, md, nbd and optical drives never are;
+nor is the system disk (:attr:`cardbench.devices.BlockDevice.system`, checked by the caller
+before a card is tested).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import socket
+import time
+from dataclasses import dataclass
+
+from cardbench.devices.sysfs import read_int, read_text
+
+#: ``NETLINK_KOBJECT_UEVENT`` (linux/netlink.h); group 1 carries the kernel's own uevents
+NETLINK_KOBJECT_UEVENT = 15
+KERNEL_GROUP = 1
+SECTOR = 512
+#: seconds between full sysfs scans: the fallback's pace, and the safety net behind netlink
+POLL_INTERVAL = 0.5
+RESCAN_INTERVAL = 5.0
+_NEVER = ("ram", "zram", "dm-", "md", "nbd", "sr", "fd", "nvme", "vd", "xvd")
+
+
+@dataclass(frozen=True)
+class MediumChange:
+    """A watched device whose medium came (``size`` > 0) or went (``size`` == 0)."""
+
+    name: str
+    path: str
+    size: int
+    before: int
+
+    @property
+    def inserted(self) -> bool:
+        return self.size > 0
+
+
+def _size(sysfs_root: str, name: str) -> int:
+    sectors = read_int(os.path.join(sysfs_root, "block", name, "size"))
+    return (sectors or 0) * SECTOR
+
+
+def loop_backing_file(name: str, sysfs_root: str = "/sys") -> str | None:
+    """The file behind loop device ``name`` (None when unbound or not a loop device)."""
+    return read_text(os.path.join(sysfs_root, "block", name, "loop", "backing_file")) or None
+
+
+def reader_key(name: str, sysfs_root: str = "/sys") -> str | None:
+    """What a card shares with other cards behind the same reader: the USB device of a
+    multi-slot reader (its LUNs) or hub port, the mmc host, or for a loop device the directory
+    of its backing file (the emulator puts the cards of one emulated reader in one directory).
+    None when nothing is known."""
+    if name.startswith("loop"):
+        backing = loop_backing_file(name, sysfs_root)
+        return f"loop:{os.path.dirname(backing)}" if backing else None
+    real = os.path.realpath(os.path.join(sysfs_root, "block", name))
+    parts = real.split("/")
+    usb = [i for i, p in enumerate(parts) if p.startswith("usb")]
+    if usb:
+        # /devices/pci.../usb1/1-1/1-1:1.0/host6/...: the USB device is the part after usbN
+        i = usb[-1] + 1
+        return "usb:" + "/".join(parts[:i + 1]) if i < len(parts) else None
+    if name.startswith("mmcblk"):
+        host = next((p for p in parts if p.startswith("mmc") and ":" not in p and not p.startswith("mmcblk")), None)
+        return f"mmc:{host}" if host else None
+    return None
+
+
+def watched(name: str, *, include_loop: bool = False, loop_under: str | None = None,
+            sysfs_root: str = "/sys") -> bool:
+    """True for a whole block device that may hold a card (see the module docstring)."""
+    base = os.path.join(sysfs_root, "block", name)
+    if not os.path.isdir(base) or os.path.exists(os.path.join(base, "partition")):
+        return False
+    if name.startswith("loop"):
+        if not include_loop:
+            return False
+        if loop_under is None:
+            return True
+        backing = loop_backing_file(name, sysfs_root)
+        root = os.path.realpath(loop_under).rstrip("/") + "/"
+        return backing is not None and os.path.realpath(backing).startswith(root)
+    if name.startswith(_NEVER) or "boot" in name or "rpmb" in name:
+        return False
+    if name.startswith("mmcblk"):
+        return True
+    if read_int(os.path.join(base, "removable")) == 1:
+        return True
+    return "/usb" in os.path.realpath(base)
+
+
+def open_uevent_socket() -> socket.socket | None:
+    """The kernel's uevent multicast socket, or None when this system does not allow it."""
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT)
+    except (OSError, AttributeError):
+        return None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind((0, KERNEL_GROUP))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def parse_uevent(data: bytes) -> dict[str, str]:
+    """A kernel uevent (``action@devpath\\0KEY=value\\0...``) as a dict of its keys."""
+    out: dict[str, str] = {}
+    for field in data.split(b"\0")[1:]:
+        key, sep, value = field.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+class Watcher:
+    """Reports :class:`MediumChange` events for watched devices (see the module docstring).
+
+    ``method``: "auto" (netlink, else polling), "netlink" or "poll". Use as a context manager
+    (closes the socket). :meth:`wait` returns the changes seen within ``timeout`` seconds.
+    """
+
+    def __init__(self, *, include_loop: bool = False, loop_under: str | None = None, method: str = "auto",
+                 poll_interval: float = POLL_INTERVAL, rescan: float = RESCAN_INTERVAL,
+                 sysfs_root: str = "/sys") -> None:
+        self.include_loop = include_loop
+        self.loop_under = loop_under
+        self.sysfs_root = sysfs_root
+        self.poll_interval = poll_interval
+        self.rescan_interval = rescan
+        self.sock = open_uevent_socket() if method in ("auto", "netlink") else None
+        if method == "netlink" and self.sock is None:
+            from cardbench.errors import EnvironmentMissing
+            raise EnvironmentMissing("cannot open the kernel's uevent socket (netlink); use polling")
+        self.method = "netlink" if self.sock is not None else "poll"
+        # every device with a medium at start is known: only a change of its medium counts
+        self.sizes: dict[str, int] = {n: _size(sysfs_root, n) for n in self._names()}
+        self._last_scan = time.monotonic()
+
+    def __enter__(self) -> "Watcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def _names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(os.path.join(self.sysfs_root, "block")))
+        except OSError:
+            return []
+
+    def _watched(self, name: str) -> bool:
+        return watched(name, include_loop=self.include_loop, loop_under=self.loop_under, sysfs_root=self.sysfs_root)
+
+    def _check(self, name: str) -> MediumChange | None:
+        size = _size(self.sysfs_root, name) if os.path.isdir(os.path.join(self.sysfs_root, "block", name)) else 0
+        before = self.sizes.get(name, 0)
+        if size == before:
+            return None
+        self.sizes[name] = size
+        if size and not self._watched(name):
+            return None
+        if not size and before and name.startswith("loop") and not self.include_loop:
+            return None
+        return MediumChange(name=name, path=f"/dev/{name}", size=size, before=before)
+
+    def scan(self) -> list[MediumChange]:
+        """Read every device's size again; the changes since the last look."""
+        self._last_scan = time.monotonic()
+        names = set(self._names()) | set(self.sizes)
+        return [c for n in sorted(names) if (c := self._check(n)) is not None]
+
+    def _drain(self) -> tuple[list[MediumChange], bool]:
+        """Read every queued uevent; (changes, whether events were lost)."""
+        changes: list[MediumChange] = []
+        lost = False
+        while self.sock is not None:
+            try:
+                data = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.ENOBUFS:
+                    lost = True
+                    continue
+                raise
+            ev = parse_uevent(data)
+            if ev.get("SUBSYSTEM") != "block" or ev.get("DEVTYPE", "disk") != "disk":
+                continue
+            name = ev.get("DEVNAME") or os.path.basename(ev.get("DEVPATH", ""))
+            if name and (c := self._check(name)) is not None:
+                changes.append(c)
+        return changes, lost
+
+    def wait(self, timeout: float) -> list[MediumChange]:
+        """Changes within ``timeout`` seconds (returns as soon as there is one)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            now = time.monotonic()
+            if self.sock is None:
+                if now - self._last_scan >= self.poll_interval:
+                    found = self.scan()
+                    if found:
+                        return found
+                pause = min(deadline - now, self.poll_interval - (time.monotonic() - self._last_scan))
+                if deadline - now <= 0:
+                    return []
+                time.sleep(max(0.0, pause))
+                continue
+            pause = min(deadline - now, self.rescan_interval - (now - self._last_scan))
+            ready = select.select([self.sock], [], [], max(0.0, pause))[0] if pause > 0 else []
+            found: list[MediumChange] = []
+            if ready:
+                found, lost = self._drain()
+                if lost:
+                    found += self.scan()
+            if time.monotonic() - self._last_scan >= self.rescan_interval:
+                found += self.scan()
+            if found:
+                return found
+            if time.monotonic() >= deadline:
+                return []

@@ -1,0 +1,407 @@
+"""The drawer session: a whole drawer of cards in one sitting (``cardbench drawer``).
+
+:class:`DrawerSession` watches for cards (:mod:`cardbench.devices.watch`) until it is stopped
+(Ctrl-C, SIGTERM, or ``stop()`` returning True). For each card that goes in, one after the other:
+
+1. wait ``settle`` seconds for an automounter (udisks mounts within a few seconds);
+2. identify it (:func:`cardbench.devices.identity.identify`: CID/CSD on a native slot, the
+   reader's USB ids and serial, the size) and recall by that identity the name, brand, capacity
+   and label it was stored with before (:func:`recall`); a new card is asked for them once
+   (``ask``; never with ``ask=None``, the CLI's ``--no-prompt``);
+3. test it: a mounted card gets ``run`` on its mount (:func:`cardbench.runner.run_directory`
+   with the ``profile``'s extra tests); an unmounted one the read-only ``run DEVICE``
+   (:func:`cardbench.runner.run_device`, positions chosen so a slow card is done in time) and the
+   quick ``verify`` (:func:`cardbench.verify.quick.verify_device`, which restores what it writes,
+   within ``verify_budget`` seconds);
+4. store the result and the verify document (:func:`save_card`, the one save of the session)
+   and report the card's row; the card can then be swapped.
+
+A card pulled mid-test (or one that cannot be read at all) is stored as incomplete with its
+error and the session goes on. Ctrl-C or SIGTERM while a card is under test: the test's own
+cleanup runs (test files removed, verify's blocks written back), the partial result is stored
+and :class:`Interrupted` ends the session; the caller then prints :meth:`DrawerSession.summary`.
+Two cards behind the same reader (:func:`cardbench.devices.watch.reader_key`) are, once both
+are tested, read at once (:func:`cardbench.workloads.shared.read_together`) for the reader's
+shared ceiling.
+
+Pace: a 1 MB/s card is done within a minute with the default options (measured with
+``bench/drawer_pace.py``, README "Benchmarks").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cardbench.errors import CardbenchError, Interrupted, StoreError
+from cardbench.progress import NullProgress, ProgressReporter
+from cardbench.result import Card, Reader, Result
+
+SCHEMA = "cardbench.drawer/1"
+#: seconds a card is given to be automounted before it is tested unmounted
+SETTLE_SECONDS = 3.0
+#: the quick verify's time budget per card (seconds)
+VERIFY_BUDGET = 15.0
+#: raw_read: a sweep should last about this long; at least MIN_POSITIONS samples of 1 MiB
+SWEEP_SECONDS = 3.0
+MIN_POSITIONS = 4
+MAX_POSITIONS = 16
+ACCESS_SECONDS = 1.0
+
+Ask = Callable[[Card, Any], Card]
+Event = Callable[..., None]
+
+
+@dataclass
+class DrawerOptions:
+    """What the session does with each card (see the module docstring)."""
+
+    profile: str = "classic"
+    runs: int = 3
+    include_loop: bool = False
+    loop_under: str | None = None
+    settle: float = SETTLE_SECONDS
+    verify: bool = True
+    verify_budget: float = VERIFY_BUDGET
+    db: str | None = None
+    save: bool = True
+    reader_name: str | None = None
+    ask: Ask | None = None
+    progress: ProgressReporter = field(default_factory=NullProgress)
+    on_event: Event | None = None
+    method: str = "auto"
+    probe_shared: bool = True
+
+
+@dataclass
+class CardOutcome:
+    """One card of the session: its result, its verify document, and what went wrong."""
+
+    device: str
+    result: Result | None = None
+    verify: dict[str, Any] | None = None
+    mode: str = "device"          # "directory" (mounted) | "device"
+    mountpoint: str | None = None
+    recalled: bool = False
+    error: str | None = None
+    skipped: list[str] = field(default_factory=list)
+    saved: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self.result is not None and self.result.complete and \
+            (self.verify is None or bool(self.verify.get("complete")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "device": self.device,
+                "result": self.result.to_dict() if self.result is not None else None, "verify": self.verify}
+
+
+def recall(cards: list[dict], probe: Card) -> Card | None:
+    """The card stored before with the identity the device gives (``probe``: serial, model and
+    capacity as :func:`identify` fills them), newest first: same serial and capacity; without
+    a serial, the same model and capacity when exactly one stored card has them. None if new."""
+    def same(c: dict, key: str) -> bool:
+        return (c.get(key) or None) == (getattr(probe, key) or None)
+
+    if probe.serial:
+        found = [c for c in cards if same(c, "serial") and same(c, "capacity_bytes")]
+    else:
+        found = [c for c in cards if not c.get("serial") and same(c, "model") and same(c, "capacity_bytes")]
+        # two different cards of one model and size cannot be told apart: ask again
+        if len({c.get("identity") for c in found}) > 1:
+            return None
+    if not found:
+        return None
+    return Card.from_dict(found[-1])
+
+
+def save_card(outcome: CardOutcome, db: str | None) -> str:
+    """Store a card's result (also a partial one) and verify document, then judge the stored
+    results of its reader again with the ceiling its cards show (as ``cardbench run`` does).
+    The one save of the drawer session; returns where it was stored."""
+    from cardbench.store import open_store
+    from cardbench.verdicts.readers import rejudge_reader
+    with open_store(db) as store:
+        if outcome.result is not None:
+            store.save(outcome.result)
+            try:
+                for again in rejudge_reader(store, outcome.result.reader.identity()):
+                    if again.id == outcome.result.id:
+                        r = outcome.result
+                        r.tests, r.claims, r.warnings = again.tests, again.claims, again.warnings
+            except CardbenchError:
+                pass   # stored; only the re-judging failed
+        if outcome.verify is not None:
+            store.save_verify(outcome.verify)
+        return str(getattr(store, "location", db) or db)
+
+
+def raw_positions(path: str) -> int:
+    """How many 1 MiB-or-larger samples a raw_read sweep takes so it lasts ~SWEEP_SECONDS on this
+    card (at least MIN_POSITIONS): a 1 MB/s card gets 4, a fast one 16."""
+    from cardbench.workloads import raw
+    per_second = raw.auto_sample(path, 1, target_seconds=1.0)   # ~ bytes read in one second
+    return max(MIN_POSITIONS, min(MAX_POSITIONS, int(per_second * SWEEP_SECONDS) // raw.BLOCK))
+
+
+class _Prefixed:
+    """A progress reporter that names the card and the count before each task."""
+
+    def __init__(self, inner: ProgressReporter, prefix: Callable[[], str]) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def task(self, description: str, total: int | None):
+        return self.inner.task(f"{self.prefix()} {description}", total)
+
+
+class DrawerSession:
+    """Watch, test, store, report; see the module docstring. ``outcomes`` holds every card."""
+
+    def __init__(self, opts: DrawerOptions | None = None) -> None:
+        self.opts = opts or DrawerOptions()
+        self.outcomes: list[CardOutcome] = []
+        self.probes: list[dict[str, Any]] = []
+        self.queue: list[str] = []
+        self.current: str | None = None
+        #: the device whose test Ctrl-C/SIGTERM cut short (None when it came between cards)
+        self.cut_short: str | None = None
+        self._probed: set[str] = set()
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _event(self, kind: str, **data: Any) -> None:
+        if self.opts.on_event is not None:
+            self.opts.on_event(kind, **data)
+
+    def watching(self) -> str:
+        """What the session watches, in words."""
+        what = "USB mass storage, mmc (SD/MMC) and removable block devices"
+        if self.opts.include_loop:
+            what += " and loop devices" + (f" backed under {self.opts.loop_under}" if self.opts.loop_under else "")
+        return what
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, stop: Callable[[], bool] | None = None, *, max_cards: int | None = None) -> list[CardOutcome]:
+        """Watch and test until ``stop()`` is true, ``max_cards`` are done, or Ctrl-C/SIGTERM
+        (Interrupted or KeyboardInterrupt propagates after the card under test is stored)."""
+        from cardbench.devices.watch import Watcher
+        o = self.opts
+        with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
+            self._event("watching", what=self.watching(), method=watcher.method, root=os.geteuid() == 0)
+            while not (stop and stop()) and (max_cards is None or len(self.outcomes) < max_cards):
+                for change in watcher.wait(0.5 if not self.queue else 0.0):
+                    if change.inserted and change.path not in self.queue:
+                        self.queue.append(change.path)
+                        self._event("inserted", device=change.path, size=change.size, queued=len(self.queue))
+                    elif not change.inserted and (change.path in self.queue or
+                                                  any(o.device == change.path for o in self.outcomes)):
+                        if change.path in self.queue:
+                            self.queue.remove(change.path)
+                        self._event("removed", device=change.path)
+                if self.queue:
+                    path = self.queue.pop(0)
+                    outcome = self.test_card(path)
+                    if outcome is not None:
+                        self._maybe_probe(outcome)
+        return self.outcomes
+
+    # -- one card -----------------------------------------------------------------------------
+    def _settle(self, path: str):
+        """Wait up to ``settle`` s for a mount; the device as then found (None if it went)."""
+        from cardbench.devices import get_device
+        deadline = time.monotonic() + self.opts.settle
+        while True:
+            try:
+                dev = get_device(path, whole_device=True)
+            except CardbenchError:
+                return None
+            if not dev.medium_present:
+                return None
+            if dev.all_mountpoints() or time.monotonic() >= deadline:
+                return dev
+            time.sleep(0.25)
+
+    def test_card(self, path: str) -> CardOutcome | None:
+        """Identify, recall or ask, test, store and report one card; None when it is not one
+        to test (gone before the test, the system disk)."""
+        from cardbench.devices.identity import identify
+        dev = self._settle(path)
+        if dev is None:
+            self._event("gone", device=path)
+            return None
+        if dev.system:
+            self._event("ignored", device=path, why=f"it holds the running system ({dev.system_reason})")
+            return None
+        probe, reader = Card(), Reader(name=self.opts.reader_name)
+        identify(dev, probe, reader)
+        card = self._recall(probe)
+        outcome = CardOutcome(device=dev.path, recalled=card is not None)
+        if card is None:
+            card = probe
+            if self.opts.ask is not None:
+                card = self.opts.ask(probe, dev)
+        else:
+            card.serial, card.model = probe.serial or card.serial, probe.model or card.model
+        self.current = dev.path
+        number = len(self.outcomes) + 1
+        progress = _Prefixed(self.opts.progress, lambda: f"[card {number}, {len(self.outcomes)} done]")
+        self._event("testing", device=dev.path, card=card, recalled=outcome.recalled, number=number)
+        try:
+            mnt = next((m for m in dev.all_mountpoints() if os.access(m, os.W_OK)), None)
+            if mnt is not None:
+                outcome.mode, outcome.mountpoint = "directory", mnt
+                self._run_directory(outcome, mnt, card, reader, progress)
+            else:
+                self._run_device(outcome, dev, card, reader, progress)
+        except (Interrupted, KeyboardInterrupt) as e:
+            self.cut_short = dev.path
+            self._take_partial(outcome, e)
+            self._finish(outcome)
+            raise
+        finally:
+            self.current = None
+        self._finish(outcome)
+        return outcome
+
+    def _recall(self, probe: Card) -> Card | None:
+        if not self.opts.save and not self.opts.db:
+            return None
+        from cardbench.store import open_store
+        try:
+            with open_store(self.opts.db) as store:
+                return recall(store.cards(), probe)
+        except StoreError:
+            return None
+
+    def _run_directory(self, outcome: CardOutcome, mnt: str, card: Card, reader: Reader, progress) -> None:
+        from cardbench.runner import PROFILES, RunOptions, run_directory
+        opts = RunOptions(runs=self.opts.runs, card=card, reader=reader, label=card.label, progress=progress,
+                          extra_tests=list(PROFILES[self.opts.profile]))
+        try:
+            outcome.result = run_directory(mnt, opts)
+        except CardbenchError as e:
+            if isinstance(e, Interrupted):
+                raise
+            self._take_partial(outcome, e)
+
+    def _run_device(self, outcome: CardOutcome, dev, card: Card, reader: Reader, progress) -> None:
+        from cardbench.runner import DeviceOptions, run_device
+        path = dev.path
+        if not os.access(path, os.R_OK):
+            outcome.skipped.append("raw_read, raw_access and verify: reading the raw device needs root")
+            outcome.error = f"{path}: no permission to read the raw device (run as root)"
+            return
+        try:
+            positions = raw_positions(path)
+            outcome.result = run_device(path, DeviceOptions(runs=self.opts.runs, positions=positions,
+                                                            access_seconds=ACCESS_SECONDS, card=card,
+                                                            reader=reader, label=card.label, progress=progress))
+        except CardbenchError as e:
+            if isinstance(e, Interrupted):
+                raise
+            self._take_partial(outcome, e)
+            if outcome.result is None:
+                outcome.result = self._damaged(dev, card, reader, e)
+            return   # a card that failed its reads is not probed for capacity
+        if not self.opts.verify:
+            outcome.skipped.append("verify (off)")
+            return
+        if not os.access(path, os.W_OK) or os.geteuid() != 0:
+            outcome.skipped.append("verify: writing (and restoring) blocks of the raw device needs root")
+            return
+        from cardbench.verify.quick import verify_device
+        try:
+            outcome.verify = verify_device(path, time_budget=self.opts.verify_budget, progress=progress)
+        except CardbenchError as e:
+            if isinstance(e, Interrupted):
+                raise
+            outcome.verify = getattr(e, "doc", None)
+            outcome.error = outcome.error or e.message
+
+    def _damaged(self, dev, card: Card, reader: Reader, err: CardbenchError) -> Result:
+        """A result for a card that could not be read at all: incomplete, with the error."""
+        from cardbench.devices.identity import identify
+        from cardbench.result import now_iso
+        result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
+                                "transport": dev.transport, "model": dev.model}, card=card, reader=reader)
+        identify(dev, result.card, result.reader, result.target)
+        result.complete, result.error, result.finished_at = False, err.message, now_iso()
+        return result
+
+    @staticmethod
+    def _take_partial(outcome: CardOutcome, e: BaseException) -> None:
+        partial = getattr(e, "result", None)
+        if partial is not None:
+            outcome.result = partial
+        doc = getattr(e, "doc", None)
+        if doc is not None:
+            outcome.verify = doc
+        outcome.error = outcome.error or (e.message if isinstance(e, CardbenchError) else "interrupted")
+
+    def _finish(self, outcome: CardOutcome) -> None:
+        if outcome.result is not None:
+            outcome.result.warnings.extend(f"not run: {s}" for s in outcome.skipped
+                                           if f"not run: {s}" not in outcome.result.warnings)
+        if self.opts.save and (outcome.result is not None or outcome.verify is not None):
+            try:
+                save_card(outcome, self.opts.db)
+                outcome.saved = True
+            except CardbenchError as e:
+                self._event("save_failed", device=outcome.device, error=e.message)
+        self.outcomes.append(outcome)
+        self._event("done", outcome=outcome, count=len(self.outcomes))
+
+    # -- the reader ---------------------------------------------------------------------------
+    def _maybe_probe(self, outcome: CardOutcome) -> None:
+        """Two tested cards still in, behind one reader: read them at once, once per reader."""
+        if not self.opts.probe_shared or outcome.mode != "device" or outcome.result is None:
+            return
+        from cardbench.devices.discovery import get_device
+        from cardbench.devices.watch import reader_key
+        name = os.path.basename(outcome.device)
+        key = reader_key(name)
+        if key is None or key in self._probed:
+            return
+        mates = []
+        for o in self.outcomes:
+            if o.mode != "device" or o.device in mates or reader_key(os.path.basename(o.device)) != key:
+                continue
+            try:
+                if get_device(o.device, whole_device=True).medium_present:
+                    mates.append(o.device)
+            except CardbenchError:
+                continue
+        if len(mates) < 2:
+            return
+        from cardbench.verdicts.readers import judge_shared
+        from cardbench.workloads.shared import read_together
+        self._probed.add(key)
+        self._event("probing", devices=mates)
+        try:
+            finding = judge_shared(read_together(mates))
+        except CardbenchError as e:
+            self._event("probe_failed", devices=mates, error=e.message)
+            return
+        finding["reader"] = outcome.result.reader.name or outcome.result.reader.identity()
+        self.probes.append(finding)
+        self._event("probed", finding=finding)
+
+    def results(self) -> list[Result]:
+        return [o.result for o in self.outcomes if o.result is not None]
+
+    def reader_verdict(self) -> list[dict[str, Any]]:
+        """The readers of this session's cards, judged over everything stored of those readers
+        (this session's results when nothing is stored), plus the shared-ceiling probes."""
+        from cardbench.verdicts.readers import reader_ceilings
+        results = self.results()
+        if self.opts.save:
+            try:
+                from cardbench.store import open_store
+                ids = {r.reader.identity() for r in results}
+                with open_store(self.opts.db) as store:
+                    results = [r for r in store.results() if r.reader.identity() in ids] or results
+            except CardbenchError:
+                pass
+        return reader_ceilings(results, probes=self.probes)
