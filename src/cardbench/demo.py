@@ -7,6 +7,14 @@ The survey's figures (write / read, MB/s) are the emulated cards' set rates, sca
 takes on the 48 MB card too: each run needs one file's room).
 Every figure set is printed beside every figure measured, and the results go to a demo
 database, so `cardbench results --db <demo db>` and `cardbench readers` work on them.
+
+The survey ended on an open question: what is the upper limit of the reader? The demo's reader
+has a ceiling (``READER_CEILING_MB_S`` at survey scale), and the demo answers it from direct
+evidence: first the known-fast card (the survey's fastest, the Ultra II) through another reader
+without a ceiling, then the drawer through the capped reader, then two cards in its slots read
+at once (:func:`cardbench.workloads.shared.read_together`). :func:`reader_answer` names the
+ceiling, the cards it hides (set faster than it) and the evidence
+(:func:`cardbench.verdicts.readers.reader_ceilings`).
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ DRAWER = [
 ]
 
 READER_NAME = "demo USB 2.0 reader (emulated)"
+FAST_READER_NAME = "demo fast reader (emulated, no ceiling)"
+#: the demo reader's ceiling at survey scale (MB/s; x SPEED_FACTOR when emulated): above most of the
+#: drawer, below the two fastest cards' reads, which it hides
+READER_CEILING_MB_S = 4.0
+#: seconds each card is read alone when the two cards in the reader's slots are read at once
+PROBE_SECONDS = 0.5
 
 
 def check_environment() -> None:
@@ -70,33 +84,95 @@ def check_environment() -> None:
                                  "try `cardbench run DIRECTORY` instead") from None
 
 
+def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, file_bytes: int, runs: int,
+               progress: ProgressReporter | None) -> Result:
+    """One card behind ``reader``: ext4, the standard test, then the card is taken out."""
+    from cardbench.emulate import CardSpec
+    from cardbench.runner import RunOptions, run_directory
+    spec = CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
+                    read_rate=c.read_mb_s * MB * factor, name=name)
+    card = reader.add_card(spec)
+    try:
+        with card.filesystem("ext4") as mnt:
+            opts = RunOptions(size=file_bytes, runs=runs, progress=progress or NullProgress(),
+                              card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
+                              reader=Reader(name=reader_name, transport="usb"))
+            result = run_directory(mnt, opts)
+    finally:
+        reader.remove_card(card)
+    result.source = "demo"
+    result.target["emulated"] = {"write_bytes_per_s": spec.write_rate, "read_bytes_per_s": spec.read_rate,
+                                 "speed_factor": factor,
+                                 "reader_ceiling_bytes_per_s": reader.ceiling}
+    return result
+
+
 def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTOR, file_bytes: int = FILE_BYTES,
-             runs: int = RUNS, progress: ProgressReporter | None = None, on_result=None) -> list[tuple[DemoCard, Result]]:
-    """Emulate the drawer behind one reader and run the standard test on every card.
+             runs: int = RUNS, progress: ProgressReporter | None = None, on_result=None,
+             ceiling_mb_s: float | None = READER_CEILING_MB_S, evidence: bool = True,
+             on_evidence=None) -> list[tuple[DemoCard, Result]]:
+    """Emulate the drawer behind one reader (ceiling ``ceiling_mb_s`` at survey scale, None for
+    none) and run the standard test on every card.
 
     ``on_result(card, result)`` is called after each card (to store and print as it goes).
+    With ``evidence``: first the known-fast card (the drawer's fastest reader) through another
+    reader without a ceiling (``on_result`` too; its result is the first of the list), and at the
+    end two cards in the capped reader's slots read at once; ``on_evidence(finding)`` gets that
+    :func:`cardbench.verdicts.readers.judge_shared` finding (with ``reader_identity``).
     """
     from cardbench.emulate import CardSpec, EmulatedReader
-    from cardbench.runner import RunOptions, run_directory
 
     check_environment()
     cards = DRAWER if cards is None else cards
     out: list[tuple[DemoCard, Result]] = []
-    with EmulatedReader(ceiling=None) as reader:
+    ceiling = ceiling_mb_s * MB * factor if ceiling_mb_s else None
+    fastest = max(cards, key=lambda c: c.read_mb_s)
+    if evidence and ceiling is not None:
+        with EmulatedReader(ceiling=None) as fast:
+            result = _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor, file_bytes, runs, progress)
+        out.append((fastest, result))
+        if on_result:
+            on_result(fastest, result)
+    with EmulatedReader(ceiling=ceiling) as reader:
         for i, c in enumerate(cards):
-            spec = CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
-                            read_rate=c.read_mb_s * MB * factor, name=f"demo{i}")
-            card = reader.add_card(spec)
-            with card.filesystem("ext4") as mnt:
-                opts = RunOptions(size=file_bytes, runs=runs, progress=progress or NullProgress(),
-                                  card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
-                                  reader=Reader(name=READER_NAME, transport="usb"))
-                result = run_directory(mnt, opts)
-            result.source = "demo"
-            result.target["emulated"] = {"write_bytes_per_s": spec.write_rate, "read_bytes_per_s": spec.read_rate,
-                                         "speed_factor": factor}
+            result = _test_card(reader, c, f"demo{i}", READER_NAME, factor, file_bytes, runs, progress)
             out.append((c, result))
             if on_result:
                 on_result(c, result)
-            reader.remove_card(card)
+        if evidence and ceiling is not None and len(cards) >= 2:
+            from cardbench.verdicts.readers import judge_shared
+            from cardbench.workloads.shared import read_together
+            two = sorted(cards, key=lambda c: c.read_mb_s)[-2:]
+            slots = [reader.add_card(CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
+                                              read_rate=c.read_mb_s * MB * factor, name=f"slot{i}"))
+                     for i, c in enumerate(two)]
+            finding = judge_shared(read_together([s.device for s in slots], seconds=PROBE_SECONDS))
+            finding["reader_identity"] = Reader(name=READER_NAME, transport="usb").identity()
+            finding["reader"] = READER_NAME
+            finding["cards"] = [f"{c.brand} {c.capacity_bytes // MB}M" for c in two]
+            for s in slots:
+                reader.remove_card(s)
+            if on_evidence:
+                on_evidence(finding)
     return out
+
+
+def reader_answer(done: list[tuple[DemoCard, Result]], probes: list[dict] | None = None) -> dict:
+    """The answer to the survey's question from the demo's results: the capped reader's entry of
+    :func:`cardbench.verdicts.readers.reader_ceilings` (``entry``), its ceiling, and the cards it
+    hides: those whose set read rate is above it (``hidden``: [(card, set, measured)] in bytes/s)."""
+    from cardbench.verdicts.readers import reader_ceilings
+    results = [r for _, r in done]
+    identity = Reader(name=READER_NAME, transport="usb").identity()
+    entry = next((e for e in reader_ceilings(results, probes=probes) if e["identity"] == identity), None)
+    ceiling = entry["ceiling_bytes_per_s"] if entry else None
+    hidden = []
+    if ceiling:
+        for c, r in done:
+            if r.reader.identity() != identity:
+                continue
+            set_rate = r.target.get("emulated", {}).get("read_bytes_per_s")
+            measured = r.test("cold_read").median_bytes_per_s if r.test("cold_read") else None
+            if set_rate and set_rate > ceiling * 1.03:
+                hidden.append((c, set_rate, measured))
+    return {"entry": entry, "ceiling_bytes_per_s": ceiling, "hidden": hidden}

@@ -1,0 +1,195 @@
+"""`cardbench drawer` (issue 17): a whole drawer of emulated cards in one sitting, and the reader's
+ceiling from direct evidence (the same card through two readers; cards read at once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from realparts import can_emulate, emulators_under, run_cli
+
+from cardbench.units import MB, MiB
+
+pytestmark = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices for emulated cards")
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+
+
+class Drawer:
+    """`cardbench drawer` in a child process, its stdout lines collected as they come."""
+
+    def __init__(self, *args: str) -> None:
+        env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("CARDBENCH_DEBUG", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "cardbench", "drawer", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        self.err: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+
+    def wait_for(self, what, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if what():
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.1)
+        return False
+
+    def docs(self) -> list[dict]:
+        return [json.loads(line) for line in list(self.lines) if line.strip()]
+
+    def stop(self, sig=signal.SIGINT, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(10)
+
+
+def test_drawer_session_three_cards_one_counterfeit(tmp_path):
+    """Done-when 1: three emulated cards, inserted one after another (one a counterfeit), each
+    gets its JSON line within 4 minutes, raw_read within 5% of the set rate, the counterfeit is
+    named, and SIGINT ends the session cleanly (table, verdict, nothing left)."""
+    from cardbench.emulate import CardSpec, EmulatedCard
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    db = str(tmp_path / "drawer.sqlite3")
+    specs = [CardSpec(size=48 * MiB, write_rate=10 * MB, read_rate=8 * MB, name="first"),
+             CardSpec(size=96 * MiB, real_size=24 * MiB, write_rate=10 * MB, read_rate=10 * MB, name="fake"),
+             CardSpec(size=64 * MiB, write_rate=10 * MB, read_rate=12 * MB, name="third")]
+    with emulators_under(emu):
+        drawer = Drawer("--no-prompt", "--include-loop", "--loop-under", str(emu), "--json", "--db", db,
+                        "--settle", "0.5", "--runs", "1")
+        try:
+            assert drawer.wait_for(lambda: any("Watching" in e for e in drawer.err), 30), "".join(drawer.err)
+            for i, spec in enumerate(specs):
+                with EmulatedCard(spec) as card:
+                    inserted = time.monotonic()
+                    assert drawer.wait_for(lambda: len(drawer.lines) > i, 240), "".join(drawer.err)
+                    assert time.monotonic() - inserted < 240
+                    doc = drawer.docs()[i]
+                    assert doc["schema"] == "cardbench.drawer/1" and doc["device"] == card.device
+                    assert doc["result"]["schema"] == "cardbench.result/1"
+                    raw = next(t for t in doc["result"]["tests"] if t["name"] == "raw_read")
+                    assert raw["median_bytes_per_s"] == pytest.approx(spec.read_rate, rel=0.05)
+                    assert doc["verify"]["schema"] == "cardbench.verify/1"
+                    want = "counterfeit" if spec.real_size else "genuine"
+                    assert doc["verify"]["verdict"] == want
+                    if spec.real_size:
+                        assert doc["verify"]["usable_bytes"] == pytest.approx(spec.real_size, rel=0.02)
+                        assert any("COUNTERFEIT" in e for e in drawer.err)
+                    assert drawer.wait_for(lambda: any("swap the card" in e for e in drawer.err[-12:]), 10)
+        finally:
+            rc = drawer.stop()
+    err = "".join(drawer.err)
+    assert rc == 0, err
+    assert "Traceback" not in err and "Session over: 3 card(s) tested" in err and "Readers" in err
+    from cardbench.store import open_store
+    with open_store(db) as store:
+        assert len(store.results()) == 3 and len(store.verify_results()) == 3
+
+
+def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
+    """A card yanked while under test: stored as incomplete with its error; the next card is tested."""
+    from cardbench.drawer import DrawerOptions, DrawerSession
+    from cardbench.emulate import CardSpec, EmulatedCard
+    from cardbench.store import open_store
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    db = str(tmp_path / "d.sqlite3")
+    events: list[tuple[str, dict]] = []
+    session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=0.2, runs=1, db=db,
+                                          verify=False, on_event=lambda k, **d: events.append((k, d))))
+    errors: list[BaseException] = []
+
+    def insert() -> None:
+        try:
+            with EmulatedCard(CardSpec(size=64 * MiB, write_rate=4 * MB, read_rate=4 * MB, name="pulled")) as card:
+                while not any(k == "testing" for k, _ in events):
+                    time.sleep(0.05)
+                time.sleep(1.0)
+                card.yank()
+                while not any(k == "done" for k, _ in events):
+                    time.sleep(0.05)
+            with EmulatedCard(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="next")):
+                while sum(k == "done" for k, _ in events) < 2:
+                    time.sleep(0.05)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    with emulators_under(emu):
+        t = threading.Thread(target=insert, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 180
+        session.run(stop=lambda: time.monotonic() > deadline, max_cards=2)
+        t.join(30)
+    assert not errors, errors
+    first, second = session.outcomes
+    assert first.error and not first.result.complete and first.saved
+    assert second.error is None and second.result.complete
+    with open_store(db) as store:
+        stored = {r.id: r for r in store.results()}
+    assert not stored[first.result.id].complete and stored[first.result.id].error
+    assert stored[second.result.id].complete
+
+
+def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
+    """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
+    the capped reader's ceiling within 5%, as direct evidence."""
+    from cardbench.emulate import CardSpec, EmulatedReader
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    db = str(tmp_path / "r.sqlite3")
+    spec = CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=24 * MB, name="known-fast")
+    ceiling = 9 * MB
+    with emulators_under(emu):
+        for name, cap in (("fast reader", None), ("capped reader", ceiling)):
+            with EmulatedReader(ceiling=cap) as reader:
+                card = reader.add_card(spec)
+                p = run_cli("run", card.device, "--runs", "1", "--positions", "4", "--brand", "Known", "--name", "Fast",
+                            "--reader", name, "--db", db, "--json")
+                assert p.returncode == 0, p.stderr
+    p = run_cli("readers", "--db", db, "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {r["name"]: r for r in json.loads(p.stdout)}
+    capped = rows["capped reader"]
+    assert capped["kind"] == "same_card" and capped["confidence"] == "likely" and capped["direction"] == "read"
+    assert capped["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
+    assert "through the other reader (fast reader)" in capped["evidence"]
+    assert rows["fast reader"]["ceiling_bytes_per_s"] is None
+    p = run_cli("readers", "--db", db)
+    assert p.returncode == 0 and "capped reader: caps reads at 9" in p.stdout and "same card" in p.stdout
+
+
+def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
+    """Done-when 3: two cards behind one emulated reader with a ceiling, each faster alone than the
+    reader carries: `readers --probe DEV1 DEV2 --json` names the shared ceiling within 5%."""
+    from cardbench.emulate import CardSpec, EmulatedReader
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    ceiling = 12 * MB
+    with emulators_under(emu):
+        with EmulatedReader(ceiling=ceiling) as reader:
+            a = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot1"))
+            b = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot2"))
+            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1")
+            assert p.returncode == 0, p.stderr
+            finding = json.loads(p.stdout)
+            assert finding["kind"] == "probe" and finding["confidence"] == "likely"
+            assert finding["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
+            for row in finding["measured"]["devices"]:
+                assert row["alone_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
+            p = run_cli("readers", "--probe", a.device)
+            assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr
