@@ -1,0 +1,93 @@
+"""Direct evidence of a reader's ceiling: the same card through two readers, and cards read at
+once (judge_shared), beside the clustering; and the drawer's recall of a card by identity."""
+
+from __future__ import annotations
+
+import pytest
+from verdicts_helpers import make_test
+
+from cardbench.drawer import recall
+from cardbench.result import Card, Reader, Result
+from cardbench.verdicts.ceiling import ceilings_for
+from cardbench.verdicts.readers import judge_shared, reader_ceilings
+
+M = 1_000_000
+FAST, CAPPED = Reader(name="fast"), Reader(name="capped")
+
+
+def res(card: Card, reader: Reader, read_mb: float, write_mb: float | None = None) -> Result:
+    tests = [make_test("raw_read", [read_mb * M] * 3)]
+    if write_mb is not None:
+        tests.append(make_test("seq_write", [write_mb * M] * 3))
+    return Result(target={"kind": "device"}, card=card, reader=reader, tests=tests)
+
+
+def entry(rows, name):
+    return next(e for e in rows if e["name"] == name)
+
+
+def test_same_card_faster_through_another_reader_caps_the_slower_one():
+    known = Card(brand="Known", name="Fast", capacity_bytes=64 * M)
+    rows = reader_ceilings([res(known, FAST, 24.0, 20.0), res(known, CAPPED, 9.0, 19.8)])
+    capped = entry(rows, "capped")
+    assert (capped["kind"], capped["confidence"], capped["direction"]) == ("same_card", "likely", "read")
+    assert capped["ceiling_bytes_per_s"] == pytest.approx(9 * M)
+    assert "24 MB/s through the other reader (fast)" in capped["evidence"]
+    # writes differ by 1%: no write ceiling from this card; the fast reader gets none at all
+    assert [f["direction"] for f in capped["direct"]] == ["read"]
+    assert entry(rows, "fast")["ceiling_bytes_per_s"] is None
+    # a "likely" direct ceiling marks the capped reader's results, as a clustered one does
+    c = ceilings_for(res(known, CAPPED, 9.0), rows)
+    assert c["read"].typical_bytes_per_s == pytest.approx(9 * M)
+
+
+def test_a_card_faster_through_the_capped_reader_makes_it_only_possible():
+    known, other = Card(name="known"), Card(name="other")
+    rows = reader_ceilings([res(known, FAST, 24.0), res(known, CAPPED, 9.0), res(other, CAPPED, 15.0)])
+    capped = entry(rows, "capped")
+    assert capped["confidence"] == "possible" and "no hard limit" in capped["evidence"]
+
+
+def test_within_the_gap_is_no_evidence():
+    known = Card(name="known")
+    rows = reader_ceilings([res(known, FAST, 10.0), res(known, CAPPED, 9.5)])
+    assert entry(rows, "capped")["direct"] == [] and entry(rows, "capped")["ceiling_bytes_per_s"] is None
+
+
+def measured(alone, together):
+    rows = [{"device": f"/dev/sd{c}", "alone_bytes_per_s": a * M, "together_bytes_per_s": t * M}
+            for c, a, t in zip("bc", alone, together)]
+    total = sum(together)
+    return {"devices": rows, "alone_sum_bytes_per_s": sum(alone) * M, "alone_max_bytes_per_s": max(alone) * M,
+            "together_bytes_per_s": total * M, "together_seconds": 2.0}
+
+
+@pytest.mark.parametrize("alone,together,confidence,ceiling", [
+    ((20, 20), (10, 10), "likely", 20),     # together no more than one card: the shared path is the limit
+    ((20, 20), (20, 20), "none", None),     # they add up: the path carries both
+    ((20, 20), (14, 14), "possible", 28),   # between one and the sum
+])
+def test_cards_read_at_once(alone, together, confidence, ceiling):
+    f = judge_shared(measured(alone, together))
+    assert f["confidence"] == confidence
+    assert f["ceiling_bytes_per_s"] == (ceiling * M if ceiling else None)
+
+
+def test_probe_findings_join_their_reader():
+    f = judge_shared(measured((20, 20), (10, 10)))
+    f["reader_identity"] = CAPPED.identity()
+    rows = reader_ceilings([res(Card(name="a"), CAPPED, 20.0)], probes=[f])
+    assert entry(rows, "capped")["kind"] == "probe" and entry(rows, "capped")["confidence"] == "likely"
+
+
+def test_recall_by_serial_and_by_model_and_size(tmp_path):
+    from cardbench.store import open_store
+    with open_store(str(tmp_path / "s.sqlite3")) as store:
+        store.save(res(Card(brand="Lexar", name="Pro", capacity_bytes=48 * M, label="4X", serial="ab-1"), FAST, 5))
+        store.save(res(Card(brand="PNY", capacity_bytes=128 * M, model="USB reader LUN"), FAST, 5))
+        cards = store.cards()
+    got = recall(cards, Card(serial="ab-1", capacity_bytes=48 * M))
+    assert (got.brand, got.name, got.label) == ("Lexar", "Pro", "4X")
+    assert recall(cards, Card(serial="zz", capacity_bytes=48 * M)) is None
+    assert recall(cards, Card(model="USB reader LUN", capacity_bytes=128 * M)).brand == "PNY"
+    assert recall(cards, Card(model="USB reader LUN", capacity_bytes=256 * M)) is None
