@@ -312,6 +312,7 @@ class DrawerSession:
             outcome.skipped.append("verify: writing (and restoring) blocks of the raw device needs root")
             return
         from cardbench.verify.quick import verify_device
+        self._event("verifying", device=path, budget=self.opts.verify_budget)
         try:
             outcome.verify = verify_device(path, time_budget=self.opts.verify_budget, progress=progress)
         except CardbenchError as e:

@@ -110,7 +110,7 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
     emu.mkdir()
     db = str(tmp_path / "d.sqlite3")
     events: list[tuple[str, dict]] = []
-    session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=0.2, runs=1, db=db,
+    session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=3.0, runs=1, db=db,
                                           verify=False, on_event=lambda k, **d: events.append((k, d))))
     errors: list[BaseException] = []
 
@@ -123,9 +123,10 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
                 card.yank()
                 while not any(k == "done" for k, _ in events):
                     time.sleep(0.05)
-            with EmulatedCard(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="next")):
-                while sum(k == "done" for k, _ in events) < 2:
-                    time.sleep(0.05)
+            with EmulatedCard(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="next")) as card:
+                with card.filesystem("ext4"):   # mounted within the settle time: tested on its mount
+                    while sum(k == "done" for k, _ in events) < 2:
+                        time.sleep(0.05)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -138,11 +139,46 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
     assert not errors, errors
     first, second = session.outcomes
     assert first.error and not first.result.complete and first.saved
-    assert second.error is None and second.result.complete
+    assert second.error is None and second.result.complete and second.mode == "directory"
+    assert [t.name for t in second.result.tests][:2] == ["seq_write", "cold_read"]
     with open_store(db) as store:
         stored = {r.id: r for r in store.results()}
     assert not stored[first.result.id].complete and stored[first.result.id].error
     assert stored[second.result.id].complete
+
+
+def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
+    """Ctrl-C while the quick verify is writing: the card is put back as it was, the partial
+    result is stored as incomplete, the session ends with its table (exit 130), nothing is left."""
+    from cardbench.emulate import CardSpec, EmulatedCard
+    from cardbench.store import open_store
+    from realparts import sha256_device
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    db = str(tmp_path / "i.sqlite3")
+    with emulators_under(emu):
+        drawer = Drawer("--no-prompt", "--include-loop", "--loop-under", str(emu), "--db", db, "--settle", "0",
+                        "--runs", "1")
+        try:
+            assert drawer.wait_for(lambda: any("Watching" in e for e in drawer.err), 30), "".join(drawer.err)
+            spec = CardSpec(size=64 * MiB, write_rate=4 * MB, read_rate=8 * MB, name="cut")
+            with EmulatedCard(spec) as card:
+                with card.unpaced(), open(card.device, "r+b") as f:
+                    f.write(os.urandom(MiB) * 64)
+                before = sha256_device(card.device, card)
+                assert drawer.wait_for(lambda: any("verifying" in e for e in drawer.err), 120), "".join(drawer.err)
+                time.sleep(1.5)
+                rc = drawer.stop()
+                assert sha256_device(card.device, card) == before
+        finally:
+            drawer.stop()
+    err, out = "".join(drawer.err), "".join(drawer.lines)
+    assert rc == 130 and "Traceback" not in err + out
+    assert "Session over: 1 card(s) tested" in out and "INCOMPLETE" in out and "Readers" in out
+    assert err.strip().splitlines()[-1].startswith("cardbench: interrupted while testing")
+    with open_store(db) as store:
+        (doc,) = store.verify_results()
+        assert not doc["complete"]
 
 
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):

@@ -97,6 +97,9 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
             who = " ".join(x for x in (c.brand, c.name) if x) or c.model or "unnamed card"
             _say(f"Testing card {d['number']} in {d['device']}: {who}"
                  + (" (recalled from the store)" if d["recalled"] else ""))
+        elif kind == "verifying":
+            _say(f"  verifying {d['device']} is genuine (quick probe, about {d['budget']:.0f} s; every block it "
+                 "writes is saved first and put back)")
         elif kind == "done":
             o = d["outcome"]
             if as_json:
