@@ -1,4 +1,11 @@
-"""Which readers hold cards back: a ceiling inferred from many cards hitting the same wall.
+"""Which readers hold cards back, from every piece of evidence about each reader.
+
+Direct evidence (:func:`same_card_findings`: the same card faster through another reader;
+:func:`judge_shared`: cards read at once that do not add up), inferred evidence (the clustering
+below: many different cards at one rate) and the link's own limit (:func:`link_finding`, an
+upper bound) are weighed by :func:`reader_ceilings`; the strongest names the ceiling.
+
+The clustering: a ceiling inferred from many cards hitting the same wall.
 
 A reader (or its USB link) that limits reads shows as several *different* cards reading at the
 same top rate while their writes, which the reader does not limit, differ widely. The reference
