@@ -115,8 +115,8 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
     none) and run the standard test on every card.
 
     ``on_result(card, result)`` is called after each card (to store and print as it goes).
-    With ``evidence``: first the known-fast card (the drawer's fastest reader) through another
-    reader without a ceiling (``on_result`` too; its result is the first of the list), and at the
+    With ``evidence``: first, when the ceiling hides some card, the known-fast card (the drawer's
+    fastest reader) through another reader without a ceiling (``on_result`` too; its result is the first of the list), and at the
     end two cards in the capped reader's slots read at once; ``on_evidence(finding)`` gets that
     :func:`cardbench.verdicts.readers.judge_shared` finding (with ``reader_identity``).
     """
@@ -127,7 +127,8 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
     out: list[tuple[DemoCard, Result]] = []
     ceiling = ceiling_mb_s * MB * factor if ceiling_mb_s else None
     fastest = max(cards, key=lambda c: c.read_mb_s)
-    if evidence and ceiling is not None:
+    if evidence and ceiling is not None and fastest.read_mb_s * MB * factor > ceiling:
+        # the known-fast card is only worth fetching when the ceiling hides a card
         with EmulatedReader(ceiling=None) as fast:
             result = _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor, file_bytes, runs, progress)
         out.append((fastest, result))

@@ -94,13 +94,12 @@ def demo(db, no_save, check, cards):
         console.print(f"stored in {db}: see `cardbench results --db {db}` and `cardbench readers --db {db}`")
 
 
-KIND_WORDS = {"same_card": "the same card through another reader", "probe": "two cards read at once",
-              "cluster": "many cards at one rate", "link": "the link"}
 
 
 def _print_answer(console, answer: dict, factor: float, set_ceiling_mb_s: float) -> None:
     """The survey's open question, answered: the ceiling, the cards it hides, the evidence."""
     from rich.markup import escape
+    from cardbench.verdicts.readers import EVIDENCE_KINDS as KIND_WORDS
     entry = answer["entry"]
     ceiling = answer["ceiling_bytes_per_s"]
     console.print()
@@ -114,6 +113,8 @@ def _print_answer(console, answer: dict, factor: float, set_ceiling_mb_s: float)
         names = ", ".join(f"{c.brand} {c.capacity_bytes // MB}M (set {s / MB:.2f}, measured "
                           f"{(m or 0) / MB:.2f} MB/s)" for c, s, m in answer["hidden"])
         console.print(f"It hides {len(answer['hidden'])} card(s) that read faster than it: {names}.")
+    else:
+        console.print("It hides no card of this drawer: none reads faster than it.")
     console.print("The evidence, strongest first:")
     for piece in sorted(entry["pieces"], key=lambda p: {"likely": 0, "possible": 1}.get(p["confidence"], 2)):
         if piece["kind"] == "cluster" and piece["confidence"] == "none":

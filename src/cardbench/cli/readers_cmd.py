@@ -23,8 +23,7 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value / MB:.3g} MB/s"
 
 
-KIND_WORDS = {"same_card": "same card, other reader", "probe": "cards read at once", "cluster": "many cards, one rate",
-              "link": "the link"}
+from cardbench.verdicts.readers import EVIDENCE_KINDS as KIND_WORDS
 
 
 def render_table(rows: list[dict[str, Any]], console=None) -> None:

@@ -239,6 +239,9 @@ SAME_CARD_GAP = 0.10
 #: card alone by more than this, though alone they add up to SHARED_SUM times more
 SHARED_NEAR = 0.10
 SHARED_SUM = 1.3
+#: each kind of evidence in words, as `cardbench readers` and the demo name it
+EVIDENCE_KINDS = {"same_card": "the same card through another reader", "probe": "cards read at once",
+                  "cluster": "many cards at one rate", "link": "the link's limit"}
 #: which kind of evidence is shown first when two are equally strong: direct evidence first
 _KIND_ORDER = {"same_card": 0, "probe": 1, "cluster": 2}
 
