@@ -290,8 +290,8 @@ class DrawerSession:
         from cardbench.runner import DeviceOptions, run_device
         path = dev.path
         if not os.access(path, os.R_OK):
-            outcome.skipped.append("raw_read, raw_access and verify: reading the raw device needs root")
-            outcome.error = f"{path}: no permission to read the raw device (run as root)"
+            outcome.skipped.append("raw_read, raw_access and verify: reading the raw device needs root "
+                                   "(or mount the card where you can write)")
             return
         try:
             positions = raw_positions(path)
