@@ -386,6 +386,7 @@ class DrawerSession:
             self._event("probe_failed", devices=mates, error=e.message)
             return
         finding["reader"] = outcome.result.reader.name or outcome.result.reader.identity()
+        finding["reader_identity"] = outcome.result.reader.identity()
         self.probes.append(finding)
         self._event("probed", finding=finding)
 
