@@ -57,3 +57,16 @@ def test_uevent_parsing():
                       b"DEVTYPE=disk\0DISK_MEDIA_CHANGE=1\0")
     assert ev == {"ACTION": "change", "DEVNAME": "loop3", "SUBSYSTEM": "block", "DEVTYPE": "disk",
                   "DISK_MEDIA_CHANGE": "1"}
+
+
+def test_a_card_swapped_for_one_of_the_same_size_while_busy_is_a_new_card(tmp_path):
+    """Out and in again while the watcher was not looking (the drawer was testing): the kernel's
+    disk sequence number tells the new medium from the old one."""
+    with Watcher(include_loop=True, loop_under=str(tmp_path), method="netlink") as w:
+        with loop_device(4 << 20, directory=str(tmp_path)) as first:
+            assert _until(w, first, True) is not None
+        with loop_device(4 << 20, directory=str(tmp_path)) as second:
+            if second != first:
+                pytest.skip(f"losetup took {second}, not {first} again (another process took it)")
+            c = _until(w, second, True)
+            assert c is not None and c.size == 4 << 20

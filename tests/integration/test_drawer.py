@@ -110,7 +110,7 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
     emu.mkdir()
     db = str(tmp_path / "d.sqlite3")
     events: list[tuple[str, dict]] = []
-    session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=3.0, runs=1, db=db,
+    session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=5.0, runs=1, db=db,
                                           verify=False, on_event=lambda k, **d: events.append((k, d))))
     errors: list[BaseException] = []
 
@@ -134,8 +134,9 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
         t = threading.Thread(target=insert, daemon=True)
         t.start()
         deadline = time.monotonic() + 180
-        session.run(stop=lambda: time.monotonic() > deadline, max_cards=2)
-        t.join(30)
+        session.run(stop=lambda: time.monotonic() > deadline or not t.is_alive(), max_cards=2)
+        t.join(60)
+        assert not t.is_alive(), f"the cards were not taken out; session events: {[k for k, _ in events]}"
     assert not errors, errors
     first, second = session.outcomes
     assert first.error and not first.result.complete and first.saved

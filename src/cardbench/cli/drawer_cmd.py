@@ -12,8 +12,20 @@ from cardbench.errors import Interrupted
 from cardbench.result import Card
 
 
+def _wrap(text: str) -> str:
+    """At most 80 columns; continuation lines indented like the first, plus two."""
+    import textwrap
+    lead = len(text) - len(text.lstrip(" "))
+    return textwrap.fill(text, 80, subsequent_indent=" " * (lead + 2), break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def _say(text: str) -> None:
-    click.echo(text, err=True)
+    click.echo(_wrap(text), err=True)
+
+
+def _out(text: str) -> None:
+    click.echo(_wrap(text))
 
 
 def _asker(no_prompt: bool):
@@ -98,15 +110,15 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
             _say(f"Testing card {d['number']} in {d['device']}: {who}"
                  + (" (recalled from the store)" if d["recalled"] else ""))
         elif kind == "verifying":
-            _say(f"  verifying {d['device']} is genuine (quick probe, about {d['budget']:.0f} s; every block it "
-                 "writes is saved first and put back)")
+            _say(f"  verifying {d['device']} is genuine (quick probe, ~{d['budget']:.0f} s; every block it "
+                 "writes is put back)")
         elif kind == "done":
             o = d["outcome"]
             if as_json:
                 click.echo(json.dumps(o.to_json(), ensure_ascii=False))
                 sys.stdout.flush()
             for line in card_lines(o, d["count"], unit):
-                (_say if as_json else click.echo)(line)
+                (_say if as_json else _out)(line)
             _say(f"{d['count']} card(s) done; waiting for the next card (Ctrl-C ends).")
         elif kind == "removed":
             _say(f"{d['device']}: card out")
@@ -147,7 +159,9 @@ def _summary(session, unit: str, as_json: bool) -> None:
         out("Session over: no card was tested.")
         return
     out(f"Session over: {len(results)} card(s) tested.")
-    out(render(results, "table", rate_unit=unit, width=150 if not sys.stdout.isatty() else 120).rstrip())
+    import shutil
+    width = shutil.get_terminal_size((150, 24)).columns if sys.stdout.isatty() else 150
+    out(render(results, "table", rate_unit=unit, width=width).rstrip())
     rows = session.reader_verdict()
     from rich.console import Console
     render_table(rows, Console(stderr=True, width=120) if as_json else stdout_console())

@@ -159,8 +159,11 @@ class Watcher:
             from cardbench.errors import EnvironmentMissing
             raise EnvironmentMissing("cannot open the kernel's uevent socket (netlink); use polling")
         self.method = "netlink" if self.sock is not None else "poll"
-        # every device with a medium at start is known: only a change of its medium counts
-        self.sizes: dict[str, int] = {n: _size(sysfs_root, n) for n in self._names()}
+        # every device with a medium at start is known: only a change of its medium counts.
+        # A medium is its size and the kernel's disk sequence number (``diskseq``, Linux >= 5.15:
+        # raised at every media change and loop attach), so two cards of one size swapped while
+        # nobody looked are two cards; without diskseq, a loop device's backing file
+        self.media: dict[str, tuple[int, str | None]] = {n: self._medium(n) for n in self._names()}
         self._last_scan = time.monotonic()
 
     def __enter__(self) -> "Watcher":
@@ -183,22 +186,39 @@ class Watcher:
     def _watched(self, name: str) -> bool:
         return watched(name, include_loop=self.include_loop, loop_under=self.loop_under, sysfs_root=self.sysfs_root)
 
-    def _check(self, name: str) -> MediumChange | None:
-        size = _size(self.sysfs_root, name) if os.path.isdir(os.path.join(self.sysfs_root, "block", name)) else 0
-        before = self.sizes.get(name, 0)
-        if size == before:
+    def _medium(self, name: str) -> tuple[int, str | None]:
+        if not os.path.isdir(os.path.join(self.sysfs_root, "block", name)):
+            return 0, None
+        size = _size(self.sysfs_root, name)
+        if not size:
+            return 0, None
+        seq = read_text(os.path.join(self.sysfs_root, "block", name, "diskseq"))
+        if seq:
+            return size, "diskseq:" + seq
+        return size, (loop_backing_file(name, self.sysfs_root) if name.startswith("loop") else None)
+
+    def _check(self, name: str, media_change: bool = False) -> MediumChange | None:
+        """A change of the device's medium since last seen; ``media_change``: the kernel said
+        the medium changed (DISK_MEDIA_CHANGE), which counts where there is no diskseq to tell
+        a card swapped for one of the same size."""
+        medium = self._medium(name)
+        size = medium[0]
+        before = self.media.get(name, (0, None))
+        known_seq = (medium[1] or "").startswith("diskseq:")
+        if medium == before and not (media_change and size and not known_seq):
             return None
-        self.sizes[name] = size
+        self.media[name] = medium
+        before_size = before[0] if medium != before else 0
         if size and not self._watched(name):
             return None
-        if not size and before and name.startswith("loop") and not self.include_loop:
+        if not size and before[0] and name.startswith("loop") and not self.include_loop:
             return None
-        return MediumChange(name=name, path=f"/dev/{name}", size=size, before=before)
+        return MediumChange(name=name, path=f"/dev/{name}", size=size, before=before_size)
 
     def scan(self) -> list[MediumChange]:
         """Read every device's size again; the changes since the last look."""
         self._last_scan = time.monotonic()
-        names = set(self._names()) | set(self.sizes)
+        names = set(self._names()) | set(self.media)
         return [c for n in sorted(names) if (c := self._check(n)) is not None]
 
     def _drain(self) -> tuple[list[MediumChange], bool]:
@@ -219,7 +239,7 @@ class Watcher:
             if ev.get("SUBSYSTEM") != "block" or ev.get("DEVTYPE", "disk") != "disk":
                 continue
             name = ev.get("DEVNAME") or os.path.basename(ev.get("DEVPATH", ""))
-            if name and (c := self._check(name)) is not None:
+            if name and (c := self._check(name, ev.get("DISK_MEDIA_CHANGE") == "1")) is not None:
                 changes.append(c)
         return changes, lost
 
