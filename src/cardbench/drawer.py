@@ -118,25 +118,12 @@ def recall(cards: list[dict], probe: Card) -> Card | None:
     return Card.from_dict(found[-1])
 
 
-def save_card(outcome: CardOutcome, db: str | None) -> str:
-    """Store a card's result (also a partial one) and verify document, then judge the stored
-    results of its reader again with the ceiling its cards show (as ``cardbench run`` does).
-    The one save of the drawer session; returns where it was stored."""
-    from cardbench.store import open_store
-    from cardbench.verdicts.readers import rejudge_reader
-    with open_store(db) as store:
-        if outcome.result is not None:
-            store.save(outcome.result)
-            try:
-                for again in rejudge_reader(store, outcome.result.reader.identity()):
-                    if again.id == outcome.result.id:
-                        r = outcome.result
-                        r.tests, r.claims, r.warnings = again.tests, again.claims, again.warnings
-            except CardbenchError:
-                pass   # stored; only the re-judging failed
-        if outcome.verify is not None:
-            store.save_verify(outcome.verify)
-        return str(getattr(store, "location", db) or db)
+def save_card(outcome: CardOutcome, db: str | None):
+    """Store a card's result (also a partial one) and verify document through
+    :func:`cardbench.record.record` (the one save: the stored results of its reader are judged
+    again, and what the store cannot take is kept in the outbox). Returns the ``Recorded``."""
+    from cardbench.record import record
+    return record([x for x in (outcome.result, outcome.verify) if x is not None], db)
 
 
 def raw_positions(path: str) -> int:
@@ -169,6 +156,8 @@ class DrawerSession:
         #: the device whose test Ctrl-C/SIGTERM cut short (None when it came between cards)
         self.cut_short: str | None = None
         self._probed: set[str] = set()
+        #: why cards were not stored (NotStored: kept in the outbox; StoreError: lost)
+        self.not_stored: list[CardbenchError] = []
 
     # -- reporting ----------------------------------------------------------------------------
     def _event(self, kind: str, **data: Any) -> None:
@@ -347,9 +336,14 @@ class DrawerSession:
                                            if f"not run: {s}" not in outcome.result.warnings)
         if self.opts.save and (outcome.result is not None or outcome.verify is not None):
             try:
-                save_card(outcome, self.opts.db)
-                outcome.saved = True
+                rec = save_card(outcome, self.opts.db)
+                outcome.saved = rec.stored
+                problem = rec.problem()
+                if problem is not None:
+                    self.not_stored.append(problem)
+                    self._event("save_failed", device=outcome.device, error=problem.message)
             except CardbenchError as e:
+                self.not_stored.append(e)
                 self._event("save_failed", device=outcome.device, error=e.message)
         self.outcomes.append(outcome)
         self._event("done", outcome=outcome, count=len(self.outcomes))

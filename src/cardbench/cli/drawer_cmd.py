@@ -91,9 +91,8 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
     if loop_under and not include_loop:
         raise UsageError("--loop-under only narrows --include-loop")
     if not no_save:
-        from cardbench.store import open_store
-        with open_store(db):   # a bad --db fails before any card is touched
-            pass
+        from cardbench.record import check_store
+        check_store(db)   # a bad --db fails before any card is touched
     unit = "MiB/s" if mib else "MB/s"
 
     def on_event(kind: str, **d) -> None:
@@ -125,7 +124,7 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
         elif kind in ("gone", "ignored"):
             _say(f"{d['device']}: " + ("went before it could be tested" if kind == "gone" else f"ignored: {d['why']}"))
         elif kind == "save_failed":
-            _say(f"{d['device']}: NOT stored: {d['error']}")
+            _say(f"{d['device']}: {d['error']}")
         elif kind == "probing":
             _say(f"Two cards behind one reader ({', '.join(d['devices'])}): reading them at once")
         elif kind == "probed":
@@ -143,6 +142,10 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
     except (KeyboardInterrupt, Interrupted) as e:
         cut_short = e
     _summary(session, unit, as_json)
+    if session.not_stored:
+        _say(f"{len(session.not_stored)} card(s) not stored (said above with each card).")
+    if cut_short is None and session.not_stored:
+        raise session.not_stored[-1]
     if cut_short is not None and session.cut_short:
         raise Interrupted(f"interrupted while testing {session.cut_short}; its cleanup has run and its partial "
                           "result is stored as incomplete")
