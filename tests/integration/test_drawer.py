@@ -182,6 +182,37 @@ def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
         assert not doc["complete"]
 
 
+def test_not_root_says_what_it_cannot_run(tmp_path):
+    """An unprivileged user: the drawer says unmounted cards cannot be read raw nor verified, and
+    a card it cannot read is said not tested (not a failure); --cards 1 ends the session."""
+    from cardbench.emulate import CardSpec, EmulatedCard
+    from realparts import run_cli_as, unprivileged_user
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    with emulators_under(emu), unprivileged_user() as (user, _uid, _gid, home):
+        done: list = []
+
+        def insert() -> None:
+            time.sleep(2.0)   # the drawer is watching by then
+            with EmulatedCard(CardSpec(size=48 * MiB, write_rate=10 * MB, read_rate=10 * MB, name="theirs")):
+                end = time.monotonic() + 60
+                while not done and time.monotonic() < end:
+                    time.sleep(0.1)
+
+        t = threading.Thread(target=insert, daemon=True)
+        t.start()
+        try:
+            p = run_cli_as(user, home, "drawer", "--no-prompt", "--include-loop", "--loop-under", str(emu),
+                           "--settle", "0", "--cards", "1", "--no-save", timeout=90)
+        finally:
+            done.append(True)
+            t.join(30)
+    out = " ".join((p.stdout + p.stderr).split())   # lines are wrapped at 80 columns
+    assert p.returncode == 0, out
+    assert "Not root" in out and "not run: raw_read, raw_access and verify: reading the raw device needs root" in out
+    assert "Traceback" not in out and "FAILED" not in out
+
+
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
     """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
     the capped reader's ceiling within 5%, as direct evidence."""

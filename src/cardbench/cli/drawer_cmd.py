@@ -70,6 +70,8 @@ def _asker(no_prompt: bool):
               help="With --include-loop: only loop devices whose backing file lies under DIR.")
 @click.option("--settle", type=click.FloatRange(0, 60), default=3.0, show_default=True,
               help="Seconds a new card is given to be automounted before it is tested unmounted.")
+@click.option("--cards", "max_cards", type=click.IntRange(1, 10000),
+              help="End the session after this many cards (default: at Ctrl-C).")
 @click.option("--no-verify", is_flag=True, help="Unmounted cards: skip the quick fake-capacity verify.")
 @click.option("--reader", "reader_name", help="Name of the card reader (for readers cardbench cannot identify).")
 @click.option("--json", "as_json", is_flag=True,
@@ -77,7 +79,7 @@ def _asker(no_prompt: bool):
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @params.db_option
 @click.option("--no-save", is_flag=True, help="Do not store the results.")
-def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify, reader_name, as_json, mib,
+def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards, no_verify, reader_name, as_json, mib,
            db, no_save):
     """Watch for cards until Ctrl-C and test each one as it goes in: identify it, recall or ask
     its name, test it (mounted: `run` on its mount; not mounted: read-only `run DEVICE` plus the
@@ -138,7 +140,7 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, no_verify
         progress=RichProgress(enabled=None), on_event=on_event))
     cut_short = None
     try:
-        session.run()
+        session.run(max_cards=max_cards)
     except (KeyboardInterrupt, Interrupted) as e:
         cut_short = e
     _summary(session, unit, as_json)
