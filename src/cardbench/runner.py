@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cardbench.errors import CardbenchError, DeviceFault, Interrupted, TargetError, UsageError
 from cardbench.patterns import Pattern
-from cardbench.progress import NullProgress, ProgressReporter
+from cardbench.progress import NullProgress, ProgressReporter, set_total, timed_task
 from cardbench.result import Card, Reader, Result, TestResult, now_iso
 from cardbench.target import DirTarget, sweep_leftovers
 from cardbench.units import MiB, fmt_size
@@ -431,14 +431,17 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions) -> None:
         area_size = opts.area or min(APP_AREA, int(target.free_now() * 0.5) // MiB * MiB)
         if area_size < MiB:
             raise TargetError(f"{target.path}: too little free space for a random-I/O test area")
-        with opts.progress.task("preparing the random-I/O test area", None):
+        # filled at about the rate seq_write just measured: that is the time shown
+        written = result.test("seq_write")
+        rate = written.median_bytes_per_s if written is not None else None
+        with timed_task(opts.progress, "preparing the random-I/O area", area_size / rate if rate else 0):
             area = open_area(target.path, area_size, fill=True, write=True, allow_write=True)
         try:
             for name in names:
                 engine = opts.engine
                 if engine == "sync" and not name.endswith("_q1t1"):
                     engine = "queued"
-                with opts.progress.task(f"{name} ({engine})", None):
+                with timed_task(opts.progress, f"{name} ({engine})", opts.duration * (opts.runs + opts.warmup)):
                     t = run_pattern(area, name, engine, runs=opts.runs, duration=opts.duration,
                                     warmup=opts.warmup, allow_write=True)
                 if why and name in PROFILES["app"]:
@@ -448,8 +451,14 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions) -> None:
             area.close()
     if opts.sustained:
         from cardbench.workloads.sustained import sustained_write
-        with opts.progress.task("sustained_write over the free space", None):
-            result.tests.append(sustained_write(target.path, allow_write=True))
+        with opts.progress.task("sustained_write", None) as advance:
+            done = [0]
+
+            def on_slice(written: int, total: int, rate: float) -> None:
+                set_total(advance, total)
+                advance(written - done[0])
+                done[0] = written
+            result.tests.append(sustained_write(target.path, allow_write=True, progress=on_slice))
 
 
 def _identify(target: DirTarget, result: Result) -> None:

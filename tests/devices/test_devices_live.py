@@ -126,4 +126,4 @@ def test_list_command_table(loop):
     result = CliRunner().invoke(list_cmd, [], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert dev in result.output
-    assert "16.8 MB / 16.0 MiB" in result.output
+    assert "16.8 MB" in result.output and "16.0 MiB" in result.output

@@ -204,8 +204,9 @@ def test_label_thresholds(card_fs, sc):
 
 
 def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
-    """`cardbench run DIR --label ...`: the table says once that the verdicts are indicative (a
-    USB reader cannot reproduce the SD bus test conditions) and prints the margins; the JSON
+    """`cardbench run DIR --label ... --verbose`: the table says once that the verdicts are
+    indicative (a USB reader cannot reproduce the SD bus test conditions) and prints the margins,
+    and the answer at the end says it once in short; the JSON
     claims list has claim, test, measured, required and verdict."""
     from cardbench.store import open_store
     card, mnt = card_fs
@@ -215,7 +216,8 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
         for attempt in range(1, ATTEMPTS + 1):
             card.set(latency=0.0, write_rate=sc.write * MB, read_rate=sc.read * MB)
             p = run_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--label", sc.label,
-                        "--name", sc.id, "--reader", CLI_READER, "--db", db, "--format", fmt, timeout=120)
+                        "--name", sc.id, "--reader", CLI_READER, "--db", db, "--format", fmt, "--verbose",
+                        timeout=120)
             assert p.returncode == 0, p.stderr
             if fmt == "json":
                 doc = json.loads(p.stdout)
@@ -224,8 +226,11 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
                 result, table = Result.from_dict(doc), None
             else:
                 text = collapsed(p.stdout)
-                assert text.count("cannot reproduce the SD bus test conditions") == 1, p.stdout
+                # --verbose: the claim rows and the whole note once, then the answer with its short form
+                assert text.count("a host behind a USB reader cannot reproduce the SD bus test conditions") == 1
                 assert "Label verdicts are indicative, not compliance: a host behind a USB reader" in text
+                assert text.rstrip().endswith("Label verdicts are indicative, not compliance: a USB reader cannot "
+                                              "reproduce the SD bus test conditions."), p.stdout
                 run_id = re.search(r"^Run ([0-9a-f]{32}) ", p.stdout, re.M).group(1)
                 with open_store(db) as store:
                     result, table = store.get(run_id), p.stdout   # as stored, as printed

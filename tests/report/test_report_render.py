@@ -34,7 +34,7 @@ def test_csv_figures_and_units():
     assert list(rows[0]) == ["result_id", "started_at", "source", "card_brand", "card_name", "card_capacity_bytes",
                              "card_label", "card_identity", "reader", "write_test", "write_file_bytes",
                              "write_times_s", "write_avg_s", "write_MB_per_s", "write_X", "read_test",
-                             "read_MB_per_s", "read_X", "warnings", "limited_by_reader", "complete"]
+                             "read_MB_per_s", "read_X", "warnings", "limited_by_reader", "complete", "other_tests"]
     lexar = rows[0]
     assert lexar["write_times_s"] == "41.2;41.5;41.6"
     assert float(lexar["write_avg_s"]) == pytest.approx(41.4333, abs=1e-4)

@@ -6,7 +6,6 @@ library function, and prints. Errors are one line on stderr with a documented ex
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import signal
 import sys
@@ -15,7 +14,7 @@ import click
 
 from cardbench import __version__
 from cardbench.cli import params
-from cardbench.cli.ui import RichProgress, error_line, said
+from cardbench.cli.ui import error_line, said
 from cardbench.errors import CardbenchError, Interrupted, UsageError
 from cardbench.record import check_store, record
 from cardbench.result import Card, Reader
@@ -30,15 +29,10 @@ def cli() -> None:
     """Honest speed, label and capacity tests for flash cards, USB sticks and card readers."""
 
 
-def output_result(result, fmt: str, mib: bool) -> None:
-    if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
-        return
-    from cardbench.report import render_result
-    click.echo(render_result(result, fmt, rate_unit="MiB/s" if mib else "MB/s"))
-
-
-@cli.command("run")
+@cli.command("run", epilog=params.examples(
+    "cardbench run /media/card --brand Lexar --capacity 48MB --label 4X",
+    "cardbench run /media/card --profile app --verbose   # + random 4 KiB IOPS",
+    "cardbench run /dev/sdb --json > sdb.json   # whole device, read-only"))
 @click.argument("target", default=".", required=False)
 @click.option("--size", callback=params.size, help="Bytes per test file, e.g. 16MB or 64MiB (default: adapt so a run lasts ~3 s).")
 @click.option("--runs", type=int, default=3, show_default=True, help="Timed runs per test (after one warm-up run).")
@@ -47,8 +41,9 @@ def output_result(result, fmt: str, mib: bool) -> None:
 @click.option("--capacity", callback=params.size, help="The capacity printed on the card, e.g. 256MB.")
 @click.option("--label", help="Speed marks printed on the card, e.g. '4X' or 'C10 U3 V30 A2'.")
 @click.option("--reader", "reader_name", help="Name of the card reader (for readers cardbench cannot identify).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Short for --format json.")
+@params.output_options(FORMATS, format_help="table and md end with the card's row and the verdicts; csv: one "
+                                           "row per timed run; json: the cardbench.result/1 document.")
+@click.option("-v", "--verbose", is_flag=True, help="Also every run, its statistics and the method, before the answer.")
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @params.db_option
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
@@ -65,7 +60,7 @@ def output_result(result, fmt: str, mib: bool) -> None:
               help="Engine for the extra tests.")
 @click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per run of an extra test.")
 @click.option("--sustained", is_flag=True, help="Directory: also sustained_write over the free space (finds the write cache).")
-def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, as_json, mib, db, no_save,
+def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
             positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained):
     """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
     whole block device.
@@ -77,10 +72,9 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
     the system and not in use, confirmed by its serial (or exact size).
     """
     from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory
-    fmt = "json" if as_json else fmt
     card = Card(name=name, brand=brand, capacity_bytes=capacity, label=label)
     reader = Reader(name=reader_name)
-    progress = RichProgress(enabled=None if fmt != "json" else False)
+    progress = out.progress()
     if label:
         _validate_label(label)
     if not no_save:
@@ -107,10 +101,18 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, fmt, 
         if partial is not None and partial.tests and not no_save:
             said(record(partial, db), saved_line=False, end=False)
         raise
+    from cardbench.report.answer import render_run
+
+    def show() -> None:     # after storing: what is printed is what was stored (re-judged)
+        out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
+                 nl=False)
     if no_save:
-        output_result(result, fmt, mib)
+        show()
         return
-    said(record(result, db, show=lambda: output_result(result, fmt, mib)), saved_line=fmt != "json")
+    rec = record(result, db, show=show)
+    said(rec, saved_line=not (out.json or out.quiet))
+    if rec.stored and not verbose and out.fmt in ("table", "md"):
+        out.note(f"every run and its statistics: cardbench results --id {result.id[:12]}")
 
 
 def _validate_label(label: str) -> None:
@@ -140,7 +142,7 @@ def _prompt_identity(path: str) -> str:
     return click.prompt(f"Type its {identity_kind(dev)} to confirm", err=True)
 
 
-@cli.command("recover")
+@cli.command("recover", epilog=params.examples("cardbench recover"))
 def recover_cmd():
     """Restore regions saved by a --preserve run that was killed (also done at every start)."""
     from cardbench.devices.preserve import recover_pending

@@ -155,18 +155,15 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
 
 def _summary(session, unit: str, as_json: bool) -> None:
     """This session's drawer table, then the reader verdict (on stderr with --json)."""
-    from cardbench.cli.readers_cmd import render_table
-    from cardbench.cli.ui import stdout_console
     from cardbench.report.drawer import render
+    from cardbench.report.readers import render_readers
+    from cardbench.report.terminal import terminal_width
     out = (lambda text: click.echo(text, err=True)) if as_json else click.echo
     results = session.results()
     if not results:
         out("Session over: no card was tested.")
         return
     out(f"Session over: {len(results)} card(s) tested.")
-    import shutil
-    width = shutil.get_terminal_size((150, 24)).columns if sys.stdout.isatty() else 150
+    width = terminal_width(sys.stderr if as_json else sys.stdout)
     out(render(results, "table", rate_unit=unit, width=width).rstrip())
-    rows = session.reader_verdict()
-    from rich.console import Console
-    render_table(rows, Console(stderr=True, width=120) if as_json else stdout_console())
+    out(render_readers(session.reader_verdict(), "table", width=width).rstrip())

@@ -12,6 +12,8 @@ import re
 
 import click
 
+from cardbench.cli import params
+
 from cardbench.errors import UsageError
 from cardbench.units import UnitError, fmt_rate, fmt_size, parse_duration, parse_rate, parse_size
 
@@ -90,7 +92,9 @@ def _print_status(st: dict) -> None:
                    f"{c.get('reads', 0)} reads ({fmt_size(c.get('bytes_read', 0))}), {c.get('eio', 0)} EIO")
 
 
-@click.group("emulate")
+@click.group("emulate", epilog=params.examples(
+    "cardbench emulate start --name slow --size 64MiB --write-rate 1MB/s",
+    "cardbench emulate stop --all"))
 def emulate() -> None:
     """Emulated cards of known speed: loop devices paced by a userspace server (needs root and FUSE)."""
 

@@ -10,23 +10,26 @@ import json
 
 import click
 
+from cardbench.cli import params
 from cardbench.devices.ata import DEFAULT_TIMEOUT, identify_from
 from cardbench.report.identify import render_identify
 
 
-@click.command("identify")
+@click.command("identify", epilog=params.examples(
+    "cardbench identify /dev/sdb",
+    "hdparm --Istdout /dev/sdb | cardbench identify - --json"))
 @click.argument("source")
-@click.option("--json", "as_json", is_flag=True, help="Print the decoded block as JSON.")
+@params.output_options(("table", "json"), format_help="table: the card in words; json: the decoded block.")
 @click.option("--timeout", type=click.FloatRange(0.1, 60), default=DEFAULT_TIMEOUT, show_default=True,
               help="Seconds a device may take to answer.")
-def identify_cmd(source: str, as_json: bool, timeout: float) -> None:
+def identify_cmd(source: str, out, timeout: float) -> None:
     """A CF card's ATA IDENTIFY data: model, serial, sectors and transfer modes.
 
     SOURCE is a device behind a SAT reader (asked read-only, as root), a file with a dump
     (512 bytes, or the text `hdparm --Istdout` prints), or - to read such text from stdin.
     """
     ident = identify_from(source, timeout)
-    if as_json:
-        click.echo(json.dumps(ident.to_dict(), indent=2))
+    if out.json:
+        out.echo(json.dumps(ident.to_dict(), indent=2))
         return
-    click.echo(render_identify(ident))
+    out.echo(render_identify(ident))

@@ -40,3 +40,84 @@ def open_to_read(db: str | None):
     A store on a full or read-only file system is still read."""
     from cardbench.store import open_store
     return open_store(db, create=db is None, reading=True)
+
+
+# -- what a command prints: --format, --json, --quiet ---------------------------------------------------
+
+
+class Output:
+    """Where a command's output goes, decided once from ``--format``, ``--json`` and ``--quiet``.
+
+    ``out.fmt`` is the format; ``out.echo(text)`` prints data on stdout (nothing when quiet);
+    ``out.note(text)`` prints a remark on stderr (nothing when quiet, nor with JSON unless asked:
+    stdout holds one JSON document and nothing else either way); ``out.width`` is the width renderers fit (the terminal's,
+    or the full pipe width); ``out.progress()`` the progress reporter (none when quiet or JSON).
+    """
+
+    def __init__(self, fmt: str, quiet: bool = False):
+        self.fmt = fmt
+        self.quiet = quiet
+
+    @property
+    def json(self) -> bool:
+        return self.fmt == "json"
+
+    @property
+    def width(self) -> int:
+        from cardbench.report.terminal import terminal_width
+        return terminal_width()
+
+    def echo(self, text: str, nl: bool = True) -> None:
+        if not self.quiet:
+            click.echo(text, nl=nl)
+
+    def note(self, text: str, *, with_json: bool = False) -> None:
+        """A remark on stderr, wrapped between words at the terminal's width (when it is one).
+        Left out when quiet, and with JSON unless ``with_json`` (what an action the user asked
+        for did, such as "3 stored results judged again")."""
+        if self.quiet or (self.json and not with_json):
+            return
+        import sys
+        import textwrap
+        from cardbench.report.terminal import PIPE_WIDTH, terminal_width
+        width = terminal_width(sys.stderr)
+        if width != PIPE_WIDTH:
+            text = "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+                              for line in text.splitlines())
+        click.echo(text, err=True)
+
+    def progress(self):
+        from cardbench.cli.ui import RichProgress
+        return RichProgress(enabled=False if (self.quiet or self.json) else None)
+
+
+def output_options(formats: tuple[str, ...] | list[str] = ("table", "md", "csv", "json"), default: str = "table",
+                   format_help: str | None = None):
+    """``--format`` (``formats``), ``--json`` (short for ``--format json``) and ``--quiet``, handed
+    to the command as one argument ``out`` (an :class:`Output`)::
+
+        @click.command()
+        @params.output_options(("table", "json"))
+        def readers(out): ...
+    """
+    import functools
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, fmt, quiet, as_json=False, **kwargs):
+            if as_json and fmt not in ("json", default):
+                raise click.BadParameter(f"--json and --format {fmt} contradict each other", param_hint="--json")
+            return f(*args, out=Output("json" if as_json else fmt, quiet), **kwargs)
+        wrapper = click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")(wrapper)
+        if "json" in formats:
+            wrapper = click.option("--json", "as_json", is_flag=True,
+                                   help="Short for --format json: one JSON document on stdout.")(wrapper)
+        wrapper = click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
+                               show_default=True, help=format_help or "Output format.")(wrapper)
+        return wrapper
+    return decorate
+
+
+def examples(*lines: str) -> str:
+    """A command's help epilog: "Examples:" and each line as written (click keeps it unwrapped)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

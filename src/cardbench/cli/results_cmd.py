@@ -11,8 +11,6 @@ that does not exist is refused, not created empty.
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -38,10 +36,6 @@ def _filters(f):
     return f
 
 
-def _width() -> int:
-    return max(100, shutil.get_terminal_size((150, 40)).columns) if sys.stdout.isatty() else 150
-
-
 def _unit(mib: bool) -> str:
     return "MiB/s" if mib else "MB/s"
 
@@ -51,44 +45,52 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
                          order_by=sort)
 
 
-@click.command("results")
+@click.command("results", epilog=params.examples(
+    "cardbench results --card lexar --sort -read",
+    "cardbench results --id 3f2a      # one run: every run, statistics, verdicts",
+    "cardbench results --json | jq '.results[].card'"))
 @params.db_option
 @_filters
 @click.option("--sort", default="started", show_default=True, metavar="KEY",
               help="started, card, reader, write, read, source or id; a leading '-' reverses (e.g. -write).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@params.output_options(FORMATS)
 @click.option("--mib", is_flag=True, help="Rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
-@click.option("--id", "run_id", metavar="RUN_ID", help="Show one run in detail (every run, median, spread, 95% CI).")
-def results(db, card, reader, since, until, test_name, complete, sort, fmt, mib, run_id):
-    """List stored results as the drawer table: one row per run."""
-    from cardbench.report import render, render_result
+@click.option("--id", "run_id", metavar="RUN_ID", help="Show one run in detail (every run, median, spread, 95% CI, "
+                                                       "then its row and verdicts).")
+@click.option("-v", "--verbose", is_flag=True, hidden=True, help="Accepted for symmetry with run (--id is verbose).")
+def results(db, card, reader, since, until, test_name, complete, sort, out, mib, run_id, verbose):
+    """List stored results as the drawer table: one row per run, then verify verdicts."""
+    from cardbench.report import render
+    from cardbench.report.answer import render_run
 
     with params.open_to_read(db) as store:
         if run_id:
-            click.echo(render_result(store.get(run_id), fmt, _unit(mib), width=_width()), nl=False)
+            out.echo(render_run(store.get(run_id), out.fmt, _unit(mib), width=out.width, verbose=True), nl=False)
             return
         found = _query(store, card, reader, since, until, test_name, complete, sort)
-        verify_docs = store.verify_results(card=card, reader=reader) if fmt in ("table", "md") else []
-    click.echo(render(found, fmt, _unit(mib), width=_width()), nl=False)
+        verify_docs = store.verify_results(card=card, reader=reader) if out.fmt in ("table", "md") else []
+    out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
     if verify_docs:
         from cardbench.report.verify import render_verify
-        click.echo(render_verify(verify_docs, fmt, width=_width()), nl=False)
+        out.echo(render_verify(verify_docs, out.fmt, width=out.width), nl=False)
     from cardbench.record import waiting_notice
     notice = waiting_notice(db)
-    if notice:
+    if notice and not out.quiet:    # on stderr: stdout stays one JSON document with --json
         from cardbench.cli.ui import error_line
         error_line(notice)
 
 
-@click.command("compare")
+@click.command("compare", epilog=params.examples(
+    "cardbench compare 'lexar 48MB' 'sandisk 64MB'      # two cards",
+    "cardbench compare 3f2a 9c1b --by run --json"))
 @click.argument("a")
 @click.argument("b")
 @params.db_option
 @click.option("--by", type=click.Choice(["auto", "run", "card", "reader"]), default="auto", show_default=True,
               help="How to read A and B; auto tries a run id, then a card, then a reader.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@params.output_options(FORMATS)
 @click.option("--mib", is_flag=True, help="Rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
-def compare(a, b, db, by, fmt, mib):
+def compare(a, b, db, by, out, mib):
     """Compare two cards, readers or runs side by side, test by test.
 
     The difference is B's mean rate minus A's; it is beyond the spread of the runs when the two
@@ -100,20 +102,22 @@ def compare(a, b, db, by, fmt, mib):
     with params.open_to_read(db) as store:
         label_a, group_a = resolve_group(store, a, by)
         label_b, group_b = resolve_group(store, b, by)
-    click.echo(render_compare(compare_groups(group_a, group_b), label_a, label_b, fmt, _unit(mib), width=_width()),
-               nl=False)
+    out.echo(render_compare(compare_groups(group_a, group_b), label_a, label_b, out.fmt, _unit(mib),
+                            width=out.width), nl=False)
 
 
-@click.command("report")
+@click.command("report", epilog=params.examples(
+    "cardbench report --html drawer.html   # one file with charts, no network",
+    "cardbench report --card sandisk > forum-post.md"))
 @params.db_option
 @_filters
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, writable=True),
               help="Write one self-contained HTML file (table, charts, readers, verify verdicts).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True,
-              help="Format printed when --html is not given (md is ready for a forum post).")
+@params.output_options(FORMATS, default="md", format_help="Format printed when --html is not given (md is ready "
+                                                          "for a forum post).")
 @click.option("--sort", default="started", show_default=True, metavar="KEY", help="As for `results`.")
 @click.option("--mib", is_flag=True, help="Rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
-def report(db, card, reader, since, until, test_name, complete, html_file, fmt, sort, mib):
+def report(db, card, reader, since, until, test_name, complete, html_file, out, sort, mib):
     """A report of stored results: Markdown (default) or one HTML file with charts."""
     from cardbench.report import render
 
@@ -123,17 +127,23 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
     if html_file:
         from cardbench.report.html import render_html
         _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib)))
-        click.echo(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})", err=True)
+        if out.json:
+            import json
+            out.echo(json.dumps({"schema": "cardbench.report/1", "html": html_file, "results": len(found),
+                                 "verify_results": len(verify)}, indent=2))
+        out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
         return
-    click.echo(render(found, fmt, _unit(mib), width=_width()), nl=False)
+    out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
 
 
-@click.command("import")
+@click.command("import", epilog=params.examples(
+    "cardbench import survey-2006.txt --reader 'USB 2.0 reader' --dry-run",
+    "cardbench import fio-out.json --fio --card 'Lexar 48MB' --label 4X"))
 @click.argument("file", type=click.Path(dir_okay=False))
 @params.db_option
 @click.option("--fio", "as_fio", is_flag=True, help="FILE is fio --output-format=json output.")
-@click.option("--format", "fmt", type=click.Choice(list(IMPORT_FORMATS)),
-              help="The file's format (default: recognised from its content).")
+@click.option("--format", "fmt", type=click.Choice(list(IMPORT_FORMATS)), metavar="FORMAT",
+              help=f"The file's format: {', '.join(IMPORT_FORMATS)} (default: recognised from its content).")
 @click.option("--file-size", metavar="SIZE",
               help="Size of the file a survey's write times refer to: 42MB = 42,000,000 B (the default), "
                    "42MiB = 44,040,192 B. A '# file size: ...' line in the file also sets it.")
@@ -141,7 +151,8 @@ def report(db, card, reader, since, until, test_name, complete, html_file, fmt, 
 @click.option("--card", "card_name", metavar="NAME", help="The card of a fio run.")
 @click.option("--label", metavar="LABEL", help="The label of the card of a fio run (e.g. '133x').")
 @click.option("--dry-run", is_flag=True, help="Read and check only: print what was found and every flag; save nothing.")
-def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, dry_run):
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, dry_run, quiet):
     """Import results: fio JSON/terse, KDiskMark, CrystalDiskMark, f3, H2testw, hdparm, dd, a
     classic survey table, a legacy CSV or a cardbench export.
 
@@ -158,10 +169,11 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
         fmt = "fio"
     card = Card(name=card_name, label=label) if (card_name or label) else None
     rep = import_file(file, fmt, file_size=file_size, reader=reader_name, card=card)
+    out = params.Output("table", quiet)
     for line in rep.lines():
-        click.echo(line)
+        out.echo(line)
     if dry_run:
-        click.echo("dry run: nothing saved")
+        out.echo("dry run: nothing saved")
         return
     from cardbench.cli.ui import said
     from cardbench.record import check_store, record
@@ -169,15 +181,19 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     rec = record([*rep.results, *rep.verify_docs], db)
     said(rec, saved_line=False)
     n = len(rep.results) + len(rep.verify_docs)
-    click.echo(f"saved {n} {'result' if not rep.verify_docs else 'record'}{'s' if n != 1 else ''} to {rec.location}")
+    out.echo(f"saved {n} {'result' if not rep.verify_docs else 'record'}{'s' if n != 1 else ''} to {rec.location}")
 
 
-@click.command("export")
+@click.command("export", epilog=params.examples(
+    "cardbench export --card lexar -o lexar.json",
+    "cardbench export --since 7d -o week.json",
+    "cardbench import week.json --db other.sqlite3"))
 @params.db_option
 @_filters
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
               help="Where to write the JSON (cardbench.results/1); '-' is standard output.")
-def export(db, card, reader, since, until, test_name, complete, output):
+@params.output_options(("json",), default="json", format_help="Always JSON (cardbench.results/1).")
+def export(db, card, reader, since, until, test_name, complete, output, out):
     """Export stored results as JSON that `cardbench import` reads back identically."""
     from cardbench.report import results_json
 
@@ -185,10 +201,11 @@ def export(db, card, reader, since, until, test_name, complete, output):
         found = _query(store, card, reader, since, until, test_name, complete)
     text = results_json(found)
     if output == "-":
-        click.echo(text, nl=False)
+        out.echo(text, nl=False)
         return
     _write_atomically(Path(output), text)
-    click.echo(f"exported {len(found)} result{'s' if len(found) != 1 else ''} to {output}", err=True)
+    if not out.quiet:
+        click.echo(f"exported {len(found)} result{'s' if len(found) != 1 else ''} to {output}", err=True)
 
 
 def _write_atomically(path: Path, text: str) -> None:

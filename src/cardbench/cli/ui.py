@@ -3,58 +3,88 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                           TransferSpeedColumn)
+from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn, TransferSpeedColumn)
 
 stderr = Console(stderr=True)
 
-#: width of tables when stdout is not a terminal (a file, a pipe, CI logs): wide enough for the
-#: drawer table, so nothing is cut to rich's 80-column default
-PIPE_WIDTH = 150
-
-
-def stdout_console() -> Console:
-    """The console for a command's output: the terminal's width, or PIPE_WIDTH when piped."""
-    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
-
 
 class RichProgress:
-    """Progress bars for anything that lasts longer than a second (shown on a terminal only)."""
+    """Progress bars for anything that lasts longer than a second (shown on a terminal only).
 
-    def __init__(self, enabled: bool | None = None):
+    ``task(description, total_bytes)`` shows bytes done, the rate and the time left; the
+    function it yields takes the bytes done since the last call, and ``.set_total(n)`` when the
+    total is learnt late. ``timed(description, seconds)`` is for work whose length is known in
+    time (a random-I/O test of so many runs of so many seconds): it advances by itself. The bar
+    appears after ``delay`` seconds, whether or not the work has reported anything yet, and goes
+    when the work is done.
+    """
+
+    def __init__(self, enabled: bool | None = None, delay: float = 1.0):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.delay = delay
+
+    @contextmanager
+    def _shown(self, columns, description: str, total: float | None):
+        progress = Progress(*columns, console=stderr, transient=True, auto_refresh=True, refresh_per_second=4)
+        task_id = progress.add_task(description, total=total)
+        timer = threading.Timer(self.delay, progress.start)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield progress, task_id
+        finally:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
+            if progress.live.is_started:
+                progress.stop()
 
     @contextmanager
     def task(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
         if not self.enabled:
-            yield lambda n: None
+            def ignore(n: int) -> None:
+                pass
+            ignore.set_total = lambda total: None
+            yield ignore
             return
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=False),
-                            TransferSpeedColumn(), TimeRemainingColumn(), console=stderr, transient=True,
-                            auto_refresh=False)
-        started = time.monotonic()
-        shown = False
-        task_id = progress.add_task(description, total=total)
-
-        def advance(n: int) -> None:
-            nonlocal shown
-            progress.advance(task_id, n)
-            if not shown and time.monotonic() - started > 1.0:
-                progress.start()
-                shown = True
-            if shown:
-                progress.refresh()
-
-        try:
+        # fits 80 columns: the bar takes what the figures leave
+        columns = (TextColumn("{task.description}"), BarColumn(bar_width=None), DownloadColumn(binary_units=False),
+                   TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("left"))
+        with self._shown(columns, description, total) as (progress, task_id):
+            def advance(n: int) -> None:
+                progress.advance(task_id, n)
+            advance.set_total = lambda total: progress.update(task_id, total=total)
             yield advance
-        finally:
-            if shown:
-                progress.stop()
+
+    @contextmanager
+    def timed(self, description: str, seconds: float) -> Iterator[None]:
+        if not self.enabled or not seconds or seconds <= 0:
+            with self.task(description, None):
+                yield
+            return
+        columns = (TextColumn("{task.description}"), BarColumn(bar_width=None), TimeElapsedColumn(),
+                   TextColumn(f"of ~{seconds:.0f} s,"), TimeRemainingColumn(), TextColumn("left"))
+        with self._shown(columns, description, seconds) as (progress, task_id):
+            started = time.monotonic()
+            done = threading.Event()
+
+            def tick() -> None:
+                while not done.wait(0.25):
+                    progress.update(task_id, completed=min(seconds, time.monotonic() - started))
+            ticker = threading.Thread(target=tick, daemon=True)
+            ticker.start()
+            try:
+                yield
+            finally:
+                done.set()
+                ticker.join()
 
 
 def error_line(message: str) -> None:

@@ -7,8 +7,6 @@ its free space is filled with files and every sector is checked (resumable with 
 
 from __future__ import annotations
 
-from cardbench.cli.ui import stdout_console
-
 import json
 import os
 import stat
@@ -20,10 +18,13 @@ from cardbench.errors import CardbenchError, Interrupted, SafetyRefusal, UsageEr
 from cardbench.cli import params
 from cardbench.cli.ui import said
 from cardbench.record import check_store, record
-from cardbench.units import fmt_rate, fmt_seconds, fmt_size
+from cardbench.units import fmt_size
 
 
-@click.command("verify")
+@click.command("verify", epilog=params.examples(
+    "cardbench verify /dev/sdb      # quick probe, restores what it writes",
+    "cardbench verify /media/card   # fills and checks the free space",
+    "cardbench verify /dev/sdb --full --destructive --confirm SERIAL"))
 @click.argument("target")
 @click.option("--full", is_flag=True, help="Fill and check everything (H2testw / f3write+f3read) instead of the "
                                            "quick probe. Needs --destructive on a block device.")
@@ -44,18 +45,19 @@ from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 @click.option("--assume-cache", callback=params.size, metavar="SIZE",
               help="Quick mode: the largest cache a fake card may hide data in (default: size/64, 8-256 MiB).")
 @click.option("--seed", type=int, help="Make the run reproducible (data, positions, order).")
-@click.option("--json", "as_json", is_flag=True, help="Print the cardbench.verify/1 document.")
+@params.output_options(("table", "json"), format_help="table: the verdict in words, then the details; json: the "
+                                                       "cardbench.verify/1 document.")
 @click.option("--mib", is_flag=True, help="Rates in MiB/s and sizes in MiB instead of MB/s and MB.")
 @params.db_option
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
 def verify(target, full, destructive, confirm_value, time_budget, resume, keep_files, file_size, journal_dir,
-           assume_cache, seed, as_json, mib, db, no_save):
+           assume_cache, seed, out, mib, db, no_save):
     """Is the card genuine? Find its real capacity.
 
     TARGET is a whole block device (/dev/sdX, /dev/mmcblkN: quick probe, or --full --destructive)
     or a directory on the mounted card (full mode: fills its free space with files).
     """
-    from cardbench.cli.ui import RichProgress
+    as_json = out.json
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -78,12 +80,12 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         check_store(db)
     if not is_dir and destructive:
         _confirm(target, confirm_value, as_json)
-    progress = RichProgress(enabled=None if not as_json else False)
+    progress = out.progress()
     try:
         if is_dir or full:
             from cardbench.verify.full import verify_full
-            if is_dir and not full and not as_json:
-                click.echo("A directory: full mode (fills its free space and checks every sector).", err=True)
+            if is_dir and not full:
+                out.note("A directory: full mode (fills its free space and checks every sector).")
             doc = verify_full(target, destructive=destructive, resume=resume, keep_files=keep_files,
                               file_bytes=file_size, progress=progress, seed=seed, check_safety=True)
         else:
@@ -104,9 +106,10 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
 
     def show() -> None:
         if as_json:
-            click.echo(json.dumps(doc, indent=2))
+            out.echo(json.dumps(doc, indent=2))
         else:
-            render(doc, mib=mib)
+            from cardbench.report.verify import render_verify_doc
+            out.echo(render_verify_doc(doc, mib=mib, width=out.width), nl=False)
 
     with signals_held() as sigs:
         rec = None if no_save else record(doc, db, show=show)
@@ -125,7 +128,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         raise DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
                                        "table above); stored as incomplete").split()))
     if rec is not None:
-        said(rec, saved_line=not as_json)
+        said(rec, saved_line=not (as_json or out.quiet))
 
 
 def _target_error(msg: str) -> CardbenchError:
@@ -147,92 +150,3 @@ def _confirm(path: str, value: str | None, quiet: bool) -> None:
         value = click.prompt(f"Type its {identity_kind(dev)} to go on", default="", show_default=False,
                              err=True)
     confirm(dev, value)
-
-
-# -- the table ------------------------------------------------------------------------------------------
-
-
-def _sz(n, mib: bool) -> str:
-    if n is None:
-        return "unknown"
-    return f"{fmt_size(n, binary=mib)} ({n:,} bytes)"
-
-
-def render(doc: dict, *, mib: bool = False) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    console = stdout_console()
-    verdict = doc.get("verdict") or "unknown"
-    colour = {"genuine": "green", "counterfeit": "red", "damaged": "yellow"}.get(verdict, "white")
-    unit = "MiB/s" if mib else "MB/s"
-    title = "cardbench verify (" + ("quick probe" if doc.get("mode") == "quick" else "full check") + ")"
-    t = Table(title=title, show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold")
-    t.add_column()
-    t.add_row("target", str(doc.get("device") or (doc.get("target") or {}).get("path")))
-    card = doc.get("card") or {}
-    if card.get("serial") or card.get("model"):
-        t.add_row("card", " ".join(str(x) for x in (card.get("brand"), card.get("model"), card.get("serial")) if x))
-    reader = doc.get("reader") or {}
-    if reader.get("vendor_id"):
-        t.add_row("reader", f"{reader.get('name') or ''} {reader.get('vendor_id')}:{reader.get('product_id')}")
-    t.add_row("verdict", f"[bold {colour}]{verdict.upper()}[/]" + (f" ({doc['kind']})" if doc.get("kind") else ""))
-    t.add_row("announced", _sz(doc.get("announced_bytes"), mib))
-    t.add_row("usable", _sz(doc.get("usable_bytes"), mib) +
-              (f"  [dim]{doc['usable_basis']}[/]" if doc.get("usable_basis") and verdict != "genuine" else ""))
-    if doc.get("bad_ranges"):
-        rs = doc["bad_ranges"]
-        shown = ", ".join(f"[{s:,}, {e:,})" for s, e in rs[:4]) + (f" and {len(rs) - 4} more" if len(rs) > 4 else "")
-        space = doc.get("bad_ranges_space")
-        t.add_row("bad ranges", shown + (" (positions in the fill, not on the card)" if space == "fill" else ""))
-    fix = doc.get("fix") or {}
-    if doc.get("fix_command"):
-        t.add_row("fix", f"{doc['fix_command']}  [dim]({fix.get('tool')}: {fix.get('note', '')})[/]")
-    elif fix.get("note") and verdict != "genuine":
-        t.add_row("fix", fix["note"])
-    if doc.get("mode") == "quick":
-        m = doc.get("method") or {}
-        conf = doc.get("confidence") or {}
-        t.add_row("method", f"{m.get('positions_sampled')} positions, {m.get('sample_bytes')} B blocks, "
-                            f"cache flush {fmt_size(m.get('cache_flush_bytes'), binary=mib)}, "
-                            f"{fmt_size(m.get('bytes_written'), binary=mib)} written"
-                            + ("" if m.get("preserved") else " (destructive)"))
-        if conf.get("statement"):
-            t.add_row("confidence", conf["statement"])
-        cache = doc.get("cache") or {}
-        if cache.get("note"):
-            t.add_row("card cache", cache["note"])
-        pres = doc.get("preserve") or {}
-        if pres.get("status") in ("restored", "kept"):
-            t.add_row("preserved", pres.get("message", ""))
-    else:
-        t.add_row("checked", f"{fmt_size(doc.get('written_bytes'), binary=mib)} written, "
-                             f"{fmt_size(doc.get('ok_bytes'), binary=mib)} read back right, "
-                             f"{fmt_size(doc.get('lost_bytes'), binary=mib)} lost")
-        sec = doc.get("sectors") or {}
-        bad = {k: v for k, v in sec.items() if k != "ok" and v}
-        if bad:
-            t.add_row("bad sectors", ", ".join(f"{k} {v:,}" for k, v in bad.items()))
-        tim = doc.get("timings") or {}
-        t.add_row("rates", f"write {fmt_rate(tim.get('write_bytes_per_s'), unit)}, "
-                           f"read {fmt_rate(tim.get('read_bytes_per_s'), unit)} (average over the card)")
-    tim = doc.get("timings") or {}
-    t.add_row("time", fmt_seconds(tim.get("seconds")))
-    if doc.get("error"):
-        t.add_row("error", f"[yellow]{doc['error']}[/]")
-    for n in (doc.get("notes") or [])[:4]:
-        t.add_row("note", n)
-    console.print(t)
-    files = doc.get("files") or []
-    if doc.get("mode") == "full" and files:
-        ft = Table(title="speed over the card (per file / segment)")
-        for col in ("#", "bytes", f"write {unit}", f"read {unit}", "ok", "note"):
-            ft.add_column(col, justify="right" if col not in ("note",) else "left")
-        step = max(1, len(files) // 32)
-        for f in files[::step]:
-            ok = f.get("ok_bytes") or 0
-            ft.add_row(str(f["index"]), fmt_size(f["bytes"], binary=mib),
-                       fmt_rate(f.get("write_bytes_per_s"), unit).split()[0],
-                       fmt_rate(f.get("read_bytes_per_s"), unit).split()[0],
-                       f"{100 * ok / f['bytes']:.0f}%" if f["bytes"] else "-", f.get("error") or "")
-        console.print(ft)

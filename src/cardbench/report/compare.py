@@ -114,19 +114,30 @@ def render_compare(rows: list[TestComparison], label_a: str, label_b: str, fmt: 
         return buf.getvalue()
     if fmt != "table":
         raise UsageError(f"unknown format {fmt!r} (use table, md, csv or json)")
-    from rich.console import Console
-    from rich.table import Table
+    from cardbench.report.terminal import Col, fit_table, to_text
 
-    table = Table(title=f"A = {label_a}   B = {label_b}", title_justify="left")
-    for i, h in enumerate(head):
-        table.add_column(h, justify="right" if 0 < i < 7 else "left", overflow="fold")
-    for row in body:
-        table.add_row(*row)
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
-                      highlight=False)
-    console.print(table)
-    console.print(note, markup=False)
-    return console.export_text(styles=False)
+    drop = {2: 2, 4: 3, 5: 1}     # the CIs and the difference in MB/s go first at a narrow terminal
+    table = fit_table([Col(h, right=0 < i < 7, drop=drop.get(i)) for i, h in enumerate(head)], body, width)
+    parts = [f"A = {label_a}", f"B = {label_b}", ""] + compare_lines(rows) + ["", table, note]
+    if table.dropped:
+        parts.append(f"Left out at {width} columns: {', '.join(table.dropped)}.")
+    return to_text(parts, width)
+
+
+def compare_lines(rows: list[TestComparison]) -> list[str]:
+    """The comparison in words, one line per test: "cold_read: B is 12.3% faster than A, beyond
+    the spread of the runs"."""
+    out = []
+    for r in rows:
+        if r.diff_pct is None:
+            out.append(f"{r.test}: only {'A' if r.a else 'B'} has it.")
+            continue
+        how = "faster" if r.diff_pct > 0 else "slower"
+        tail = {YES: "beyond the spread of the runs", NO: "within the spread of the runs (may be noise)",
+                UNKNOWN: "cannot tell whether beyond the spread (fewer than 2 runs on a side)"}[r.beyond_spread]
+        out.append(f"{r.test}: B is {abs(r.diff_pct):.1f}% {how} than A, {tail}." if abs(r.diff_pct) >= 0.05
+                   else f"{r.test}: A and B the same.")
+    return out
 
 
 def resolve_group(store, text: str, by: str = "auto") -> tuple[str, list[Result]]:
@@ -140,7 +151,8 @@ def resolve_group(store, text: str, by: str = "auto") -> tuple[str, list[Result]
     if by in ("auto", "run"):
         try:
             r = store.get(text)
-            return f"run {r.id[:12]} ({r.card.brand or r.card.name or r.card.identity()})", [r]
+            from cardbench.report.drawer import card_title
+            return f"run {r.id[:12]} ({card_title(r)})", [r]
         except UsageError:
             if by == "run":
                 raise

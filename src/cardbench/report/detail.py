@@ -150,7 +150,7 @@ def _table(result: Result, unit: str, width: int) -> str:
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
                       highlight=False)
     for line in header_lines(result):
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(line, markup=False)
     for t in result.tests:
         runs = Table(title=f"{t.name}", title_justify="left")
         for i, h in enumerate(run_head(unit)):

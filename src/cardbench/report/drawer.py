@@ -10,6 +10,10 @@ well under the rounding of a printed figure unless one run is an outlier (then t
 honest one). X is the card makers' X, 1X = 150,000 B/s. Rates are in MB/s (10^6 B/s) unless
 ``rate_unit="MiB/s"`` (2^20 B/s); every header names its unit.
 
+A run with neither (an imported fio random read, say) lists the tests it has in the notes: name,
+median MB/s and median IOPS. A card without a name is named after its source: an imported fio
+run by its job name(s) and file ("fio randread on /mnt/card/f.bin").
+
 Notes (markers): ``N warnings`` (the result's and its write/read tests' warnings), ``limited by
 reader`` (the write or read figure sits at the ceiling of the path it crossed: the card may be
 faster), ``INCOMPLETE`` (the run did not finish; its figures are partial).
@@ -84,12 +88,12 @@ class DrawerRow:
     read_bytes_per_s: float | None = None
     warnings: list[str] = field(default_factory=list)
     limited_by: list[str] = field(default_factory=list)
+    #: (test name, median bytes/s, median IOPS) of the tests shown when there is no write or read figure
+    other_tests: list[tuple[str, float | None, float | None]] = field(default_factory=list)
 
     @property
     def card_text(self) -> str:
-        c = self.result.card
-        text = " ".join(p for p in (c.brand, c.name) if p)
-        return text or c.model or c.serial or "(unnamed card)"
+        return card_title(self.result)
 
     @property
     def capacity_text(self) -> str:
@@ -103,8 +107,8 @@ class DrawerRow:
     def complete(self) -> bool:
         return bool(self.result.complete) and all(t.complete for t in (self.write_test, self.read_test) if t)
 
-    def notes(self) -> list[str]:
-        out = []
+    def notes(self, rate_unit: str = "MB/s") -> list[str]:
+        out = [other_test_text(*t, rate_unit=rate_unit) for t in self.other_tests]
         if self.warnings:
             out.append(f"{len(self.warnings)} warning" + ("s" if len(self.warnings) != 1 else ""))
         if self.limited_by:
@@ -112,6 +116,49 @@ class DrawerRow:
         if not self.complete:
             out.append(INCOMPLETE_MARK)
         return out
+
+
+def source_name(result: Result) -> str | None:
+    """A name for a run whose card has none, from where it came: an imported fio run's job
+    name(s) and file (or directory), a measured run its path ("card at /media/card"); None when
+    the source says nothing."""
+    target = result.target if isinstance(result.target, dict) else {}
+    jobs = list(dict.fromkeys(str(t.method["jobname"]) for t in result.tests if t.method.get("jobname")))
+    where = target.get("filename") or target.get("directory")
+    if result.source == "import-fio" or (result.tool or {}).get("importer") == "fio" or jobs:
+        name = "fio " + ", ".join(jobs) if jobs else "fio"
+        return f"{name} on {where}" if where else name
+    if target.get("kind") in ("device", "directory") and (target.get("device") or target.get("path")):
+        return f"card at {target.get('path') or target.get('device')}"
+    return None
+
+
+def card_title(result: Result) -> str:
+    """The card as a person names it: brand and name, else model or serial, else its source."""
+    c = result.card
+    text = " ".join(p for p in (c.brand, c.name) if p)
+    return text or c.model or c.serial or source_name(result) or "(unnamed card)"
+
+
+#: IOPS say something about requests up to this size (4 KiB random I/O); of 1 MiB or larger
+#: sequential chunks they are only the rate again
+IOPS_BLOCK_MAX = 64 * 1024
+
+
+def median_iops(t: TestResult) -> float | None:
+    """The median IOPS of a test of small requests (random I/O, or blocks up to 64 KiB), else None."""
+    from cardbench.stats import summarize
+    block = t.method.get("block_size")
+    small = t.name.startswith("rand_") or (isinstance(block, (int, float)) and block <= IOPS_BLOCK_MAX)
+    iops = t.iops_values() if small else []
+    return summarize(iops).median if iops else None
+
+
+def other_test_text(name: str, rate: float | None, iops: float | None, rate_unit: str = "MB/s") -> str:
+    """"rand_read_4k_q1t1: 12.3 MB/s, 3,010 IOPS"."""
+    figures = [f"{sig(rate_in(rate, rate_unit))} {rate_unit}" if rate is not None else None,
+               f"{iops:,.0f} IOPS" if iops is not None else None]
+    return f"{name}: " + (", ".join(f for f in figures if f) or "no figure")
 
 
 def drawer_row(result: Result) -> DrawerRow:
@@ -129,6 +176,10 @@ def drawer_row(result: Result) -> DrawerRow:
         row.read_bytes_per_s = r.median_bytes_per_s
     row.warnings = list(result.warnings) + [x for t in (w, r) if t for x in t.warnings]
     row.limited_by = [t.limited_by for t in (w, r) if t and t.limited_by]
+    if w is None and r is None:
+        for t in result.tests:
+            row.other_tests.append((t.name, t.median_bytes_per_s, median_iops(t)))
+            row.warnings += t.warnings
     return row
 
 
@@ -154,7 +205,7 @@ def cells(row: DrawerRow, rate_unit: str) -> list[str]:
             fmt_size(row.write_file_bytes) if row.write_file_bytes else "n/a", _times(row),
             f"{row.write_avg_s:.2f}" if row.write_avg_s is not None else "n/a",
             _rate(row.write_bytes_per_s, rate_unit), _x(row.write_bytes_per_s),
-            _rate(row.read_bytes_per_s, rate_unit), _x(row.read_bytes_per_s), "; ".join(row.notes())]
+            _rate(row.read_bytes_per_s, rate_unit), _x(row.read_bytes_per_s), "; ".join(row.notes(rate_unit))]
 
 
 def legend(rate_unit: str) -> str:
@@ -185,22 +236,31 @@ def results_json(results: list[Result]) -> str:
                       ensure_ascii=False) + "\n"
 
 
-def _table(rows: list[DrawerRow], rate_unit: str, width: int) -> str:
-    from rich.console import Console
-    from rich.table import Table
+#: the drawer table's columns at a narrow terminal: which go first (1), and which never go
+_DROP = {"Write file": 1, "Capacity": 2, "Avg write (s)": 3, "Write runs (s)": 4, "Label": 5}
 
-    table = Table(title=f"cardbench results ({len(rows)} run{'s' if len(rows) != 1 else ''})", show_lines=False,
-                  title_justify="left")
-    for i, h in enumerate(headers(rate_unit)):
-        numeric = 3 <= i <= 9
-        table.add_column(h, justify="right" if numeric else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*cells(row, rate_unit), style=None if row.complete else "dim")
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
-                      highlight=False)
-    console.print(table)
-    console.print(legend(rate_unit), soft_wrap=False)
-    return console.export_text(styles=False)
+
+def table_columns(rate_unit: str):
+    from cardbench.report.terminal import Col
+    return [Col(h, right=3 <= i <= 9, drop=_DROP.get(h), squeeze=h == "Notes") for i, h in enumerate(headers(rate_unit))]
+
+
+def fit_drawer(rows: list[DrawerRow], rate_unit: str, width: int, title: str | None = None):
+    """The drawer table of ``rows`` as a rich Table that fits ``width`` (see terminal.fit_table),
+    and a line naming the columns left out (None when none were)."""
+    from cardbench.report.terminal import fit_table
+    table = fit_table(table_columns(rate_unit), [cells(r, rate_unit) for r in rows], width, title=title,
+                      styles=[None if r.complete else "dim" for r in rows])
+    left_out = (f"Left out at {width} columns: {', '.join(table.dropped)} (a wider terminal, or a pipe, "
+                "shows them)." if table.dropped else None)
+    return table, left_out
+
+
+def _table(rows: list[DrawerRow], rate_unit: str, width: int) -> str:
+    from cardbench.report.terminal import to_text
+    title = f"cardbench results ({len(rows)} run{'s' if len(rows) != 1 else ''})"
+    table, left_out = fit_drawer(rows, rate_unit, width, title)
+    return to_text([table, legend(rate_unit)] + ([left_out] if left_out else []), width)
 
 
 def md_escape(text: str) -> str:
@@ -223,7 +283,7 @@ def csv_header(rate_unit: str) -> list[str]:
     u = unit_slug(rate_unit)
     return ["result_id", "started_at", "source", "card_brand", "card_name", "card_capacity_bytes", "card_label",
             "card_identity", "reader", "write_test", "write_file_bytes", "write_times_s", "write_avg_s",
-            f"write_{u}", "write_X", "read_test", f"read_{u}", "read_X", "warnings", "limited_by_reader", "complete"]
+            f"write_{u}", "write_X", "read_test", f"read_{u}", "read_X", "warnings", "limited_by_reader", "complete", "other_tests"]
 
 
 def _num(v: float | None, fmt: str = ".6g") -> str:
@@ -245,5 +305,6 @@ def _csv(rows: list[DrawerRow], rate_unit: str) -> str:
                     row.read_test.name if row.read_test else "",
                     _num(rate_in(row.read_bytes_per_s, rate_unit) if row.read_bytes_per_s is not None else None),
                     _num(x_rating(row.read_bytes_per_s) if row.read_bytes_per_s is not None else None),
-                    len(row.warnings), "yes" if row.limited_by else "no", "yes" if row.complete else "no"])
+                    len(row.warnings), "yes" if row.limited_by else "no", "yes" if row.complete else "no",
+                    "; ".join(other_test_text(*t, rate_unit=rate_unit) for t in row.other_tests)])
     return buf.getvalue()

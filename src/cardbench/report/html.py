@@ -14,15 +14,18 @@ offline, in a mail, or years later.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from html import escape
 from typing import Any
 
 from cardbench import __version__
-from cardbench.report.drawer import cells, check_rate_unit, drawer_row, headers, legend
+from cardbench.report.drawer import card_title, cells, check_rate_unit, drawer_row, headers, legend
 from cardbench.report.svg import Bar, Series, bar_chart, line_chart
 from cardbench.result import Card, Reader, Result
 from cardbench.units import fmt_size, rate_in, x_rating
+from cardbench.report.readers import reader_title
+from cardbench.report.terminal import plain
+from cardbench.report.verify import verify_details, verify_sentence
+from cardbench.verdicts.labels import claimed_x
 
 CSS = """
 :root { color-scheme: light; }
@@ -48,24 +51,10 @@ def _e(text: Any) -> str:
     return escape("" if text is None else str(text), quote=True)
 
 
-_X_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[xX](?![A-Za-z0-9])|(?<![\w.])[xX]\s*(\d+(?:\.\d+)?)(?![\w.])")
-
-
-def claimed_x(label: str | None) -> float | None:
-    """The X figure a label claims: "4X" -> 4, "133x" -> 133, "C10 U1 x633" -> 633; else None."""
-    if not label:
-        return None
-    m = _X_RE.search(label)
-    if not m:
-        return None
-    value = float(m.group(1) or m.group(2))
-    return value if value > 0 else None
-
-
 def card_label(result: Result) -> str:
     c = result.card
-    parts = [c.brand, c.name, fmt_size(c.capacity_bytes) if c.capacity_bytes else None, c.label]
-    return " ".join(p for p in parts if p) or c.identity()
+    parts = [card_title(result), fmt_size(c.capacity_bytes) if c.capacity_bytes else None, c.label]
+    return " ".join(p for p in parts if p)
 
 
 def _unique_labels(results: list[Result]) -> list[str]:
@@ -132,7 +121,7 @@ def _readers(results: list[Result], rate_unit: str) -> str:
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(r.reader.identity(), []).append(r)
-    out = ['<table class="readers"><thead><tr><th>Reader</th><th>Identity</th><th>Link</th><th>Driver / transport</th>'
+    out = ['<table class="readers"><thead><tr><th>Reader</th><th>USB id</th><th>Link</th><th>Driver / transport</th>'
            f'<th>Runs</th><th>Cards</th><th>Fastest write ({_e(rate_unit)})</th>'
            f'<th>Fastest read ({_e(rate_unit)})</th></tr></thead><tbody>']
     for ident, rs in groups.items():
@@ -141,7 +130,8 @@ def _readers(results: list[Result], rate_unit: str) -> str:
         w = max((x.write_bytes_per_s for x in rows if x.write_bytes_per_s), default=None)
         rr = max((x.read_bytes_per_s for x in rows if x.read_bytes_per_s), default=None)
         link = f"{rd.link_speed_mbit:g} Mbit/s" if rd.link_speed_mbit else "unknown"
-        out.append(f"<tr><td>{_e(rd.name or '(unnamed)')}</td><td><code>{_e(ident)}</code></td><td>{_e(link)}</td>"
+        usb = f"{rd.vendor_id}:{rd.product_id}" if rd.vendor_id and rd.product_id else "-"
+        out.append(f"<tr><td>{_e(reader_title(rd.name or ident))}</td><td><code>{_e(usb)}</code></td><td>{_e(link)}</td>"
                    f"<td>{_e(' / '.join(p for p in (rd.driver, rd.transport) if p) or '-')}</td>"
                    f"<td class=num>{len(rs)}</td><td class=num>{len({r.card.identity() for r in rs})}</td>"
                    f"<td class=num>{_e(_rate(w, rate_unit))}</td><td class=num>{_e(_rate(rr, rate_unit))}</td></tr>")
@@ -174,29 +164,13 @@ def _ceilings(results: list[Result], rate_unit: str) -> str:
             continue
         ceiling = c.get("ceiling_bytes_per_s")
         conf = str(c.get("confidence") or "")
-        out.append(f"<tr><td>{_e(c.get('name') or c.get('identity'))}</td>"
+        out.append(f"<tr><td>{_e(reader_title(c.get('name') or c.get('identity')))}</td>"
                    f"<td class=num>{_e(_rate(ceiling, rate_unit) if ceiling else 'none named')}</td>"
                    f"<td>{_e(c.get('direction') or '')}</td><td class=\"confidence-{_e(conf)}\">{_e(conf)}</td>"
                    f"<td class=num>{_e(c.get('cards_at_ceiling', ''))} of {_e(c.get('cards', ''))}</td>"
-                   f"<td>{_e(c.get('evidence') or '')}</td></tr>")
+                   f"<td>{_e(plain(c.get('evidence') or ''))}</td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
-
-
-_SKIP_KEYS = {"schema", "card", "reader", "id", "verdict", "host", "tool"}
-
-
-def _detail_value(key: str, value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value).lower()
-    if isinstance(value, (int, float)) and key.endswith("_bytes"):
-        return f"{fmt_size(value)} ({value:,} B)"
-    if isinstance(value, (int, float)) and key.endswith("_bytes_per_s"):
-        return f"{rate_in(value, 'MB/s'):.3g} MB/s"
-    if isinstance(value, (dict, list)):
-        text = str(value)
-        return text if len(text) <= 160 else text[:159] + "…"
-    return str(value)
 
 
 def _verify(docs: list[dict]) -> str:
@@ -206,14 +180,16 @@ def _verify(docs: list[dict]) -> str:
         card = Card.from_dict(d.get("card")) if isinstance(d.get("card"), dict) else Card()
         reader = Reader.from_dict(d.get("reader")) if isinstance(d.get("reader"), dict) else Reader()
         cname = " ".join(p for p in (card.brand, card.name, fmt_size(card.capacity_bytes) if card.capacity_bytes
-                                     else None, card.label) if p) or card.identity()
+                                     else None, card.label) if p) or str(d.get("device") or
+                                                                       (d.get("target") or {}).get("path") or "?")
         verdict = str(d.get("verdict") or "unknown")
-        details = "; ".join(f"{k}: {_detail_value(k, v)}" for k, v in d.items()
-                            if k not in _SKIP_KEYS and not k.endswith("_at"))
+        sentence = " ".join(verify_sentence(d))
+        details = "; ".join(f"{k}: {v}" for k, v in verify_details(d) if k not in ("verdict", "card", "reader"))
         when = d.get("finished_at") or d.get("started_at") or d.get("created_at") or ""
-        out.append(f"<tr><td>{_e(cname)}</td><td>{_e(reader.name or reader.identity())}</td>"
+        rname = reader_title(reader.name or reader.identity())
+        out.append(f"<tr><td>{_e(cname)}</td><td>{_e(rname)}</td>"
                    f'<td class="verdict-{_e(verdict.lower())}">{_e(verdict)}</td><td>{_e(when)}</td>'
-                   f"<td>{_e(details)}</td></tr>")
+                   f"<td><b>{_e(sentence)}</b><br>{_e(details)}</td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 

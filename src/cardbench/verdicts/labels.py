@@ -224,6 +224,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [(name, re.compile(rx + _END, _F)
     ("rate", rf"{_UPTO}(?P<n>{_NUM})\s*{_UNIT}(?:\s*{_DIR})?"),
     ("dir_rate", rf"{_DIR}\s*:?\s*{_UPTO}(?P<n>{_NUM})\s*{_UNIT}"),
     ("x", rf"(?P<n>{_NUM})\s*x"),
+    ("x", rf"x\s*(?P<n>{_NUM})"),           # "x633", as some labels print it
     ("udma", r"udma\s*-?\s*(?P<n>[0-9]{1,6})"),
     ("vpg", r"vpg\s*-?\s*(?P<n>[0-9]{1,6})"),
     ("uhs", r"uhs\s*-?\s*(?P<n>iii|ii|i|[0-9]{1,6})"),
@@ -286,17 +287,13 @@ def _claims_for(kind: str, m: re.Match[str], text: str) -> list[Claim]:
     return [_sd_class_claim(text, f"{kind.upper()}{n}")]
 
 
-def parse_label(text: str) -> list[Claim]:
-    """The claims on a card's label, in the order written (duplicates dropped).
+def _normal(text: str) -> str:
+    return " ".join(text.replace("\u00d7", "x").split())
 
-    Raises UsageError (one line, naming the token) for anything that is not a known mark.
-    An empty label gives an empty list.
-    """
-    if not isinstance(text, str):
-        raise UsageError(f"a label must be text, not {type(text).__name__}")
-    s = " ".join(text.replace("\u00d7", "x").split())
-    claims: list[Claim] = []
-    seen: set[tuple[str, str]] = set()
+
+def _marks(s: str):
+    """Each mark of a normalised label in order: (kind, match), or (None, the token) for a token
+    that is no known mark."""
     pos = 0
     while pos < len(s):
         sep = _SEP.match(s, pos)
@@ -306,20 +303,49 @@ def parse_label(text: str) -> list[Claim]:
         for kind, rx in _PATTERNS:
             m = rx.match(s, pos)
             if m:
+                yield kind, m
+                pos = m.end()
                 break
         else:
             token = _TOKEN.match(s, pos)
             word = token.group(0) if token else s[pos]
-            if len(word) > 40:
-                word = word[:40] + "..."
+            yield None, word
+            pos += len(word)
+
+
+def parse_label(text: str) -> list[Claim]:
+    """The claims on a card's label, in the order written (duplicates dropped).
+
+    Raises UsageError (one line, naming the token) for anything that is not a known mark.
+    An empty label gives an empty list.
+    """
+    if not isinstance(text, str):
+        raise UsageError(f"a label must be text, not {type(text).__name__}")
+    claims: list[Claim] = []
+    seen: set[tuple[str, str]] = set()
+    for kind, m in _marks(_normal(text)):
+        if kind is None:
+            word = m if len(m) <= 40 else m[:40] + "..."
             raise UsageError(f"cannot read {word!r} in the label: {_HELP}")
         for claim in _claims_for(kind, m, m.group(0)):
             key = (claim.kind, claim.name)
             if key not in seen:
                 seen.add(key)
                 claims.append(claim)
-        pos = m.end()
     return claims
+
+
+def claimed_x(text: str | None) -> float | None:
+    """The X figure a label claims, read with the same patterns as :func:`parse_label` but
+    leniently (words that are no mark, such as a card's name, are passed over): "4X" -> 4,
+    "133x" -> 133, "C10 U1 x633" -> 633, "Ultra 2.5 X" -> 2.5; no X figure -> None."""
+    if not text or not isinstance(text, str):
+        return None
+    for kind, m in _marks(_normal(text)):
+        if kind == "x":
+            value = float(m.group("n"))
+            return value if value > 0 else None
+    return None
 
 
 # --- what the card declares ------------------------------------------------------------------
