@@ -60,7 +60,9 @@ def _asker(no_prompt: bool):
     return ask
 
 
-@click.command("drawer")
+@click.command("drawer", epilog=params.examples(
+    "cardbench drawer              # insert cards one by one; Ctrl-C ends",
+    "cardbench drawer --cards 3 --json > session.jsonl"))
 @click.option("--profile", type=click.Choice(["classic", "app", "matrix"]), default="classic", show_default=True,
               help="Extra tests for a mounted card, as in `cardbench run`.")
 @click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True, help="Timed runs per test.")
