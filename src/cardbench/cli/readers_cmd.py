@@ -17,7 +17,7 @@ from cardbench.report.readers import FORMATS
 @click.command("readers", epilog=params.examples(
     "cardbench readers",
     "cardbench readers --rejudge   # mark older runs at a ceiling found since",
-    "cardbench readers --probe /dev/sdb /dev/sdc   # two cards in one reader at once"))
+    "cardbench readers --probe /dev/sdb /dev/sdc   # two cards read at once"))
 @params.db_option
 @params.output_options(FORMATS)
 @click.option("--rejudge", is_flag=True,
