@@ -578,8 +578,15 @@ def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any =
     """
     from cardbench.errors import DeviceFault, EnvironmentMissing, TargetError
     if source == "-":
-        stream = stdin if stdin is not None else __import__("sys").stdin.buffer
-        return decode_identify(stream.read(64 * 1024))
+        import sys
+        stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise UsageError("no standard input to read an IDENTIFY dump from (give a file or a device)")
+        try:
+            data = stream.read(64 * 1024)
+        except (OSError, ValueError) as e:  # closed, or not readable (pytest's captured stdin)
+            raise UsageError(f"cannot read an IDENTIFY dump from standard input: {e}") from None
+        return decode_identify(data)
     if not os.path.exists(source):
         raise TargetError(f"{source} does not exist")
     st = os.stat(source)
