@@ -57,14 +57,32 @@ class RunOptions:
     #: more tests after seq_write and cold_read: pattern names such as rand_read_4k_q32t1
     #: (cardbench.workloads.random), see PROFILES; A1/A2 in the label adds the "app" set
     extra_tests: list[str] = field(default_factory=list)
-    engine: str = "queued"           # for the extra tests: sync | queued | fio
+    #: the engine (cardbench.engine.registry): None is sync for seq_write/cold_read and queued
+    #: for the extra tests; a name runs every test on it (a QD>1 test on sync runs on queued)
+    engine: str | None = None
     duration: float = 3.0            # seconds per run of an extra test (time-based: slow flash ends in time)
     area: int | None = None          # bytes of the random-I/O test area (default: APP_AREA, capped by free space)
     sustained: bool = False          # also sustained_write over the free space (fills the card!)
 
+    @property
+    def classic_engine(self) -> str:
+        """The engine of seq_write and cold_read."""
+        return self.engine or "sync"
+
+    def extra_engine_for(self, name: str) -> str:
+        """The engine of the extra test ``name``: the one asked for where it can keep the
+        test's queue depth in flight, else queued."""
+        from cardbench.engine.registry import engine_info
+        from cardbench.workloads.random import parse_pattern
+        engine = self.engine or "queued"
+        if parse_pattern(name).queue_depth > engine_info(engine).caps.max_queue_depth:
+            engine = "queued"
+        return engine
+
     def validate(self) -> None:
-        if self.engine not in ("sync", "queued", "fio"):
-            raise UsageError(f"unknown engine {self.engine!r} (choose sync, queued or fio)")
+        if self.engine is not None:
+            from cardbench.engine.registry import engine_info
+            engine_info(self.engine)
         if not (0 < self.duration <= 3600):
             raise UsageError(f"--duration must be between 0 and 3600 s, got {self.duration}")
         if self.extra_tests:
@@ -101,7 +119,8 @@ def choose_size(target: DirTarget, run_id: str, opts: RunOptions) -> tuple[int, 
     while True:
         path = target.test_file(run_id, f"probe{len(probes)}")
         try:
-            run, _ = write_file(path, probe, Pattern(_tag()), block=min(opts.block, probe), direct=opts.direct)
+            run, _ = write_file(path, probe, Pattern(_tag()), block=min(opts.block, probe), direct=opts.direct,
+                                engine=opts.classic_engine)
         finally:
             _unlink(path)
         probes.append({"bytes": run.bytes, "seconds": run.seconds})
@@ -159,8 +178,8 @@ def _remove(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        from cardbench.engine.base import os_error
-        err = os_error(e, path)
+        from cardbench.engine.errors import io_error
+        err = io_error(e, path)
         raise type(err)(f"{err}: cannot remove this test file; the next `cardbench run` on this "
                         "filesystem removes it") from None
 
@@ -220,7 +239,7 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
             raise TargetError(f"{target.path}: too little free space: {opts.runs + opts.warmup} files of "
                               f"{fmt_size(size)} need {fmt_size(need)}, {fmt_size(free)} free "
                               f"(at most {FREE_SPACE_SHARE:.0%} is used)")
-    common = {"engine": "sync", "file_bytes": size, "size_choice": how, "runs": opts.runs,
+    common = {"engine": opts.classic_engine, "file_bytes": size, "size_choice": how, "runs": opts.runs,
               "warmup_runs": opts.warmup, "filesystem": target.fstype, "data": "incompressible (PCG64 pool), "
               "each 512 B sector tagged with run and position"}
     wtest = TestResult(name="seq_write", method=dict(common))
@@ -233,7 +252,8 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
         pattern = Pattern(_tag())
         label = "seq_write warm-up" if warm else f"seq_write run {i - opts.warmup + 1}/{opts.runs}"
         with opts.progress.task(label, size) as advance:
-            run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct, progress=advance)
+            run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct,
+                                     engine=opts.classic_engine, progress=advance)
         wtest.method.update(method)
         (wtest.warmup if warm else wtest.runs).append(run)
         written.append((path, pattern, warm))
@@ -243,7 +263,8 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
     for n, (path, pattern, warm) in enumerate(written):
         label = "cold_read warm-up" if warm else f"cold_read run {n - opts.warmup + 1}/{opts.runs}"
         with opts.progress.task(label, size) as advance:
-            run, method, counts = read_file(path, pattern, block=opts.block, direct=opts.direct, progress=advance)
+            run, method, counts = read_file(path, pattern, block=opts.block, direct=opts.direct,
+                                            engine=opts.classic_engine, progress=advance)
         rtest.method.update({k: v for k, v in method.items() if k != "resident_fraction_before"})
         rtest.method.setdefault("resident_fraction_before", [])
         rtest.method["resident_fraction_before"].append(method["resident_fraction_before"])
@@ -290,9 +311,7 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions) -> None:
             area = open_area(target.path, area_size, fill=True, write=True, allow_write=True)
         try:
             for name in names:
-                engine = opts.engine
-                if engine == "sync" and not name.endswith("_q1t1"):
-                    engine = "queued"
+                engine = opts.extra_engine_for(name)
                 with opts.progress.task(f"{name} ({engine})", None):
                     t = run_pattern(area, name, engine, runs=opts.runs, duration=opts.duration,
                                     warmup=opts.warmup, allow_write=True)
@@ -438,7 +457,7 @@ def _restore_preserved(preserver) -> tuple[str | None, bool]:
     whether a signal came meanwhile)."""
     if preserver is None:
         return None, False
-    from cardbench.verify.quick import signals_held
+    from cardbench.signals import signals_held
     with signals_held() as signals:
         try:
             preserver.restore()

@@ -99,7 +99,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         raise
     # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
     # shown, then ends the command (exit 130) without losing the result
-    from cardbench.verify.quick import signals_held
+    from cardbench.signals import signals_held
     failed = not doc.get("complete")
 
     def show() -> None:

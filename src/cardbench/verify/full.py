@@ -31,7 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cardbench.engine.base import aligned_buffer
+from cardbench.engine.buffers import aligned_buffer, release
+from cardbench.engine.data import DataFile, open_raw
+from cardbench.engine.errors import FULL, GONE, IO_ERRORS, describe
 from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
 from cardbench.progress import NullProgress
 from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
@@ -91,16 +93,6 @@ def _read_json(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) and d.get("schema") == STATE_SCHEMA else None
-
-
-def _release_chunk(mv: memoryview, buf) -> None:
-    """Release a chunk buffer. A slice of it still alive (Ctrl-C landed between making the slice
-    and releasing it) must not turn the interruption into a BufferError: the collector frees it."""
-    for free in (mv.release, buf.close):
-        try:
-            free()
-        except BufferError:
-            pass
 
 
 def verify_full(target: str, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
@@ -204,10 +196,11 @@ class _Run:
         try:
             fd, direct = self.open_unit_write(unit)
         except OSError as e:
-            self.write_failed(unit, 0, e)
+            self.write_failed(unit, 0, e.errno)
             unit.update(written=0, complete=True)
             return
         base_fd = self.unit_offset(unit)
+        data = DataFile(fd, unit["name"])
         buf = aligned_buffer(CHUNK)
         mv = memoryview(buf)
         done = 0
@@ -219,9 +212,9 @@ class _Run:
                 view = mv[:n]
                 self.pattern.fill(view, unit["base"] + done)
                 try:
-                    got = os.pwritev(fd, [view], base_fd + done)
-                except OSError as e:
-                    self.write_failed(unit, done, e)
+                    got = data.write_at(view, base_fd + done)
+                except IO_ERRORS as e:
+                    self.write_failed(unit, done, e.errno)
                     break
                 finally:
                     view.release()
@@ -231,33 +224,33 @@ class _Run:
                     self.stopped = "full"
                     break
             try:
-                os.fdatasync(fd)
-            except OSError as e:
-                self.write_failed(unit, done, e)
+                data.datasync()
+            except IO_ERRORS as e:
+                self.write_failed(unit, done, e.errno)
         finally:
             secs = time.perf_counter() - t0
-            _release_chunk(mv, buf)
+            release(mv, buf)
             self.close_unit(fd)
         unit.update(written=done, write_seconds=secs, direct_write=direct,
                     write_bytes_per_s=done / secs if secs > 0 and done else None,
                     complete=True)
 
-    def write_failed(self, unit: dict, done: int, e: OSError) -> None:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+    def write_failed(self, unit: dict, done: int, err: int | None) -> None:
+        if err in FULL:
             self.stopped = "full"
             return
-        unit["write_error"] = f"{os.strerror(e.errno or errno.EIO)} at byte {done}"
-        if e.errno in (errno.EIO, errno.EROFS) and not self.alive():
+        unit["write_error"] = f"{describe(err)} at byte {done}"
+        if err in (errno.EIO, errno.EROFS) and not self.alive():
             self.gone = True
             self.stopped = (f"the card stopped answering (removed?) while writing {unit['name']} at byte {done} "
                             f"(fill byte {unit['base'] + done})")
-        elif e.errno == errno.EROFS:
+        elif err == errno.EROFS:
             self.stopped = "the filesystem went read-only (the card reported errors)"
-        elif e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM):
+        elif err in GONE:
             self.stopped = "the card is gone (removed?)"
             self.gone = True
         else:
-            self.stopped = f"write error ({os.strerror(e.errno or errno.EIO)})"
+            self.stopped = f"write error ({describe(err)})"
 
     def read_pass(self) -> None:
         units = [u for u in self.state["units"] if u.get("written")]
@@ -284,12 +277,13 @@ class _Run:
         try:
             fd, direct = self.open_unit_read(unit)
         except OSError as e:
-            res["error"] = f"cannot open: {os.strerror(e.errno or errno.EIO)}"
+            res["error"] = f"cannot open: {describe(e.errno)}"
             res["read_error_bytes"] = unit["written"]
             unit["read"] = res
-            self.check_gone(e)
+            self.check_gone(e.errno)
             return
         base_fd = self.unit_offset(unit)
+        data = DataFile(fd, unit["name"])
         buf = aligned_buffer(CHUNK)
         mv = memoryview(buf)
         done = 0
@@ -302,14 +296,14 @@ class _Run:
                 view = mv[:n_io]
                 t0 = time.perf_counter()
                 try:
-                    got = os.preadv(fd, [view], base_fd + done)
-                except OSError as e:
+                    got = data.read_at(view, base_fd + done)
+                except IO_ERRORS as e:
                     res["seconds"] += time.perf_counter() - t0
                     view.release()
                     res["read_error_bytes"] += n
-                    res["error"] = res["error"] or f"read error at byte {done}: {os.strerror(e.errno or errno.EIO)}"
+                    res["error"] = res["error"] or f"read error at byte {done}: {describe(e.errno)}"
                     fails += 1
-                    if self.check_gone(e) or fails >= 8:
+                    if self.check_gone(e.errno) or fails >= 8:
                         if fails >= 8:
                             self.stopped = self.stopped or "reads keep failing"
                         break
@@ -342,14 +336,14 @@ class _Run:
                 done += n
                 adv(n)
         finally:
-            _release_chunk(mv, buf)
+            release(mv, buf)
             self.close_unit(fd)
         res["bytes_per_s"] = (done / res["seconds"]) if res["seconds"] > 0 and done else None
         res["direct"] = direct
         unit["read"] = res
 
-    def check_gone(self, e: OSError) -> bool:
-        if e.errno in (errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM) or (e.errno == errno.EIO and not self.alive()):
+    def check_gone(self, err: int | None) -> bool:
+        if err in GONE or (err == errno.EIO and not self.alive()):
             self.gone = True
             if self.stopped in (None, "full", "limit"):   # a fill that ended normally is no excuse
                 self.stopped = "the card stopped answering (removed?) while reading back"
@@ -361,19 +355,17 @@ class _Run:
         if not path:
             return True
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+            fd, _direct = open_raw(path, write=False)
         except OSError:
             return False
+        buf = aligned_buffer(4096)
         try:
-            buf = aligned_buffer(4096)
-            try:
-                os.preadv(fd, [buf], 0)
-                return True
-            except OSError:
-                return False
-            finally:
-                buf.close()
+            DataFile(fd, path).read_at(buf, 0)
+            return True
+        except IO_ERRORS:
+            return False
         finally:
+            buf.close()
             os.close(fd)
 
     def take_pair(self, where: int, belongs: int) -> None:
@@ -539,15 +531,9 @@ class _Run:
 
 
 def _open_file(path: str, *, write: bool) -> tuple[int, bool]:
-    """Open a fill file with O_DIRECT (falling back to buffered I/O where the filesystem refuses
-    it); OSError with its errno otherwise."""
-    flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL if write else os.O_RDONLY) | os.O_CLOEXEC
-    try:
-        return os.open(path, flags | os.O_DIRECT, 0o644), True
-    except OSError as e:
-        if e.errno != errno.EINVAL:
-            raise
-    return os.open(path, flags, 0o644), False
+    """Open a fill file (a new one to write) through the I/O layer: O_DIRECT, buffered where the
+    filesystem refuses it; OSError with its errno otherwise."""
+    return open_raw(path, write=write, create=write)
 
 
 def _coarsen(runs: list[list]) -> list[list]:
