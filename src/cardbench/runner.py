@@ -146,7 +146,8 @@ def _fail(result: Result, err: BaseException, cause: BaseException):
     and raise it."""
     result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
     result.finished_at = now_iso()
-    err.result = result  # type: ignore[attr-defined]
+    if isinstance(err, CardbenchError):
+        err.partial = result
     if err is cause:
         raise cause
     raise err from None

@@ -91,7 +91,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
             doc = verify_device(target, destructive=destructive, journal_dir=journal_dir, time_budget=time_budget,
                                 progress=progress, seed=seed, assume_cache_bytes=assume_cache)
     except (Interrupted, KeyboardInterrupt) as e:
-        partial = getattr(e, "doc", None)
+        partial = e.doc if isinstance(e, Interrupted) else None
         if partial is not None and not no_save:
             said(record(partial, db), saved_line=False, end=False)
         if isinstance(e, KeyboardInterrupt):

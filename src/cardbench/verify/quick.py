@@ -102,9 +102,7 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
             doc["complete"] = False
             doc["error"] = doc["error"] or "interrupted; " + ("the card was restored" if restore["status"] in
                                                               ("restored", "not used") else restore["message"])
-            err = Interrupted(f"interrupted; {restore['message']}")
-            err.doc = doc  # type: ignore[attr-defined]
-            raise err
+            raise Interrupted(f"interrupted; {restore['message']}", partial=doc)
     return doc
 
 

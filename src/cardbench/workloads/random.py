@@ -44,6 +44,7 @@ from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
 from cardbench.target import AREA_ALIGN, Target
+from cardbench.units import block_label
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -110,12 +111,7 @@ def parse_pattern(name: str) -> PatternSpec:
 
 def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
     """The name of a pattern (inverse of :func:`parse_pattern`)."""
-    if block_size % MiB == 0:
-        b = f"{block_size // MiB}m"
-    elif block_size % KiB == 0:
-        b = f"{block_size // KiB}k"
-    else:
-        b = str(block_size)
+    b = block_label(block_size)
     return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
 
 
