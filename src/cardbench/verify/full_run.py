@@ -16,6 +16,7 @@ from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile, open_raw
 from cardbench.engine.errors import FULL, GONE, IO_ERRORS, describe
 from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
+from cardbench.errors import Interrupted
 from cardbench.progress import NullProgress
 from cardbench.verify.doc import fix_for, new_doc, now_iso
 from cardbench.verify.full_state import MiB, STATE_SCHEMA
@@ -70,6 +71,22 @@ class FillRun:
     def load_pattern(self) -> None:
         self.pattern = Pattern(int(self.state["tag"], 16))
 
+    def interrupted(self, how: str) -> None:
+        """Stopped by Ctrl-C or SIGTERM: keep the state for ``--resume`` and raise Interrupted
+        with the partial document; ``how`` says what was kept and how to go on."""
+        try:
+            self.save_state()
+        except OSError:
+            pass
+        self.doc["complete"] = False
+        self.doc["error"] = f"interrupted; {how}"
+        raise Interrupted(self.doc["error"], partial=self.doc)
+
+    def _unit_io(self, fd: int, unit: dict) -> tuple[DataFile, int, Any, memoryview]:
+        """(the unit's data, where its byte 0 is, a chunk buffer and a view of it)."""
+        buf = aligned_buffer(CHUNK)
+        return DataFile(fd, unit["name"]), self.unit_offset(unit), buf, memoryview(buf)
+
     # -- passes --------------------------------------------------------------------------------
     def write_pass(self) -> None:
         total = self.planned_total()
@@ -94,10 +111,7 @@ class FillRun:
             self.write_failed(unit, 0, e.errno)
             unit.update(written=0, complete=True)
             return
-        base_fd = self.unit_offset(unit)
-        data = DataFile(fd, unit["name"])
-        buf = aligned_buffer(CHUNK)
-        mv = memoryview(buf)
+        data, base_fd, buf, mv = self._unit_io(fd, unit)
         done = 0
         planned = unit["planned"]
         t0 = time.perf_counter()
@@ -177,10 +191,7 @@ class FillRun:
             unit["read"] = res
             self.check_gone(e.errno)
             return
-        base_fd = self.unit_offset(unit)
-        data = DataFile(fd, unit["name"])
-        buf = aligned_buffer(CHUNK)
-        mv = memoryview(buf)
+        data, base_fd, buf, mv = self._unit_io(fd, unit)
         done = 0
         fails = 0
         written = unit["written"]

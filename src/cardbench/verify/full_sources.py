@@ -241,14 +241,8 @@ class DirRun(FillRun):
             self.notes.append("no block device under this directory: capacities are of the filesystem")
 
     def _interrupted(self) -> None:
-        try:
-            self.save_state()
-        except OSError:
-            pass
-        self.doc["complete"] = False
-        self.doc["error"] = (f"interrupted; {len(self._leftovers())} file(s) and {STATE_NAME} kept in {self.dir}: "
-                             f"continue with `cardbench verify --full --resume {self.dir}`")
-        raise Interrupted(self.doc["error"], partial=self.doc)
+        self.interrupted(f"{len(self._leftovers())} file(s) and {STATE_NAME} kept in {self.dir}: "
+                         f"continue with `cardbench verify --full --resume {self.dir}`")
 
     def _cleanup(self) -> None:
         files = [] if self.keep_files else self._leftovers()
@@ -347,14 +341,7 @@ class DeviceRun(FillRun):
                             whole_size=self.size)
                 self._device_tail()
             except (KeyboardInterrupt, Interrupted):
-                try:
-                    self.save_state()
-                except OSError:
-                    pass
-                self.doc["complete"] = False
-                self.doc["error"] = (f"interrupted; continue with `cardbench verify --full --destructive --resume "
-                                     f"{self.path}`")
-                raise Interrupted(self.doc["error"], partial=self.doc)
+                self.interrupted(f"continue with `cardbench verify --full --destructive --resume {self.path}`")
         if self.doc.get("complete"):
             try:
                 (self.state_root / self._state_name()).unlink()
