@@ -6,15 +6,32 @@ Every failure cardbench expects is raised as a CardbenchError subclass; the CLI 
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CardbenchError(Exception):
-    """Base class: a failure with a one-line message meant for the user."""
+    """Base class: a failure with a one-line message meant for the user.
+
+    ``partial`` is what was measured before the failure, for the caller to store as incomplete:
+    a :class:`cardbench.result.Result` (``run``) or a ``cardbench.verify/1`` document
+    (``verify``); None when nothing was. ``result`` and ``doc`` read it by what it is."""
 
     exit_code = 1
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, partial: Any = None):
         super().__init__(message)
         self.message = message
+        self.partial = partial
+
+    @property
+    def result(self) -> Any:
+        """The partial Result of a run (None if there is none, or the partial is a document)."""
+        return None if isinstance(self.partial, dict) else self.partial
+
+    @property
+    def doc(self) -> dict | None:
+        """The partial verify document (None if there is none)."""
+        return self.partial if isinstance(self.partial, dict) else None
 
 
 class UsageError(CardbenchError):

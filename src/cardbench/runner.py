@@ -75,14 +75,32 @@ class RunOptions:
     #: more tests after seq_write and cold_read: pattern names such as rand_read_4k_q32t1
     #: (cardbench.workloads.random), see PROFILES; A1/A2 in the label adds the "app" set
     extra_tests: list[str] = field(default_factory=list)
-    engine: str = "queued"           # for the extra tests: sync | queued | fio
+    #: the engine (cardbench.engine.registry): None is sync for seq_write/cold_read and queued
+    #: for the extra tests; a name runs every test on it (a QD>1 test on sync runs on queued)
+    engine: str | None = None
     duration: float = 3.0            # seconds per run of an extra test (time-based: slow flash ends in time)
     area: int | None = None          # bytes of the random-I/O test area (default: APP_AREA, capped by free space)
     sustained: bool = False          # also sustained_write over the free space (fills the card!)
 
+    @property
+    def classic_engine(self) -> str:
+        """The engine of seq_write and cold_read."""
+        return self.engine or "sync"
+
+    def extra_engine_for(self, name: str) -> str:
+        """The engine of the extra test ``name``: the one asked for where it can keep the
+        test's queue depth in flight, else queued."""
+        from cardbench.engine.registry import engine_info
+        from cardbench.workloads.random import parse_pattern
+        engine = self.engine or "queued"
+        if parse_pattern(name).queue_depth > engine_info(engine).caps.max_queue_depth:
+            engine = "queued"
+        return engine
+
     def validate(self) -> None:
-        if self.engine not in ("sync", "queued", "fio"):
-            raise UsageError(f"unknown engine {self.engine!r} (choose sync, queued or fio)")
+        if self.engine is not None:
+            from cardbench.engine.registry import engine_info
+            engine_info(self.engine)
         if not (0 < self.duration <= 3600):
             raise UsageError(f"--duration must be between 0 and 3600 s, got {self.duration}")
         if self.extra_tests:
@@ -182,10 +200,12 @@ def choose_size(target: DirTarget, run_id: str, opts: RunOptions, cold: "ColdRea
         path = target.test_file(run_id, f"probe{len(probes)}")
         try:
             pattern = Pattern(_tag())
-            w, _ = write_file(path, probe, pattern, block=min(opts.block, probe), direct=opts.direct)
+            w, _ = write_file(path, probe, pattern, block=min(opts.block, probe), direct=opts.direct,
+                              engine=opts.classic_engine)
             if cold is not None:
                 cold.drop(path)
-            r, _, _ = read_file(path, pattern, block=min(opts.block, probe), direct=opts.direct)
+            r, _, _ = read_file(path, pattern, block=min(opts.block, probe), direct=opts.direct,
+                                engine=opts.classic_engine)
         finally:
             _unlink(path)
         probes.append({"bytes": probe, "write_seconds": w.seconds, "read_seconds": r.seconds})
@@ -217,7 +237,8 @@ def _fail(result: Result, err: BaseException, cause: BaseException):
     and raise it."""
     result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
     result.finished_at = now_iso()
-    err.result = result  # type: ignore[attr-defined]
+    if isinstance(err, CardbenchError):
+        err.partial = result
     if err is cause:
         raise cause
     raise err from None
@@ -249,8 +270,8 @@ def _remove(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        from cardbench.engine.base import os_error
-        err = os_error(e, path)
+        from cardbench.engine.errors import io_error
+        err = io_error(e, path)
         raise type(err)(f"{err}: cannot remove this test file; the next `cardbench run` on this "
                         "filesystem removes it") from None
 
@@ -334,7 +355,7 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
             notes["size_cap"] = capped
             result.warnings.append(capped)
         notes.update(check_size(target, size))
-    common = {"engine": "sync", "file_bytes": size, "size_choice": how, "runs": opts.runs,
+    common = {"engine": opts.classic_engine, "file_bytes": size, "size_choice": how, "runs": opts.runs,
               "warmup_runs": opts.warmup, "filesystem": target.fstype,
               "order": "each run: write its file, read it back cold, remove it (one file's room)",
               "data": "incompressible (PCG64 pool), each 512 B sector tagged with run and position", **notes}
@@ -354,7 +375,8 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
         files.append(path)
         pattern = Pattern(_tag())
         with opts.progress.task(f"seq_write {which}", size) as advance:
-            run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct, progress=advance)
+            run, method = write_file(path, size, pattern, block=opts.block, direct=opts.direct,
+                                     engine=opts.classic_engine, progress=advance)
         if direct_note and method["io"].startswith("O_DIRECT"):
             method["io"] = method["io"] + direct_note
         wtest.method.update(method)
@@ -364,7 +386,8 @@ def _run_tests(target: DirTarget, result: Result, opts: RunOptions, files: list[
             label = f"cold_read {which}" + (" again, every cache dropped" if tries else "")
             tries.append(1)
             with opts.progress.task(label, size) as adv:
-                got = read_file(path, pattern, block=opts.block, direct=opts.direct, progress=adv)
+                got = read_file(path, pattern, block=opts.block, direct=opts.direct,
+                                engine=opts.classic_engine, progress=adv)
             return got[0].bytes_per_s, got
         (run, method, counts), is_cold, resident = cold.read(path, read_once)
         method = dict(method, resident_fraction_before=resident)
@@ -438,9 +461,7 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions) -> None:
             area = open_area(target.path, area_size, fill=True, write=True, allow_write=True)
         try:
             for name in names:
-                engine = opts.engine
-                if engine == "sync" and not name.endswith("_q1t1"):
-                    engine = "queued"
+                engine = opts.extra_engine_for(name)
                 with timed_task(opts.progress, f"{name} ({engine})", opts.duration * (opts.runs + opts.warmup)):
                     t = run_pattern(area, name, engine, runs=opts.runs, duration=opts.duration,
                                     warmup=opts.warmup, allow_write=True)
@@ -594,7 +615,7 @@ def _restore_preserved(preserver) -> tuple[str | None, bool]:
     whether a signal came meanwhile)."""
     if preserver is None:
         return None, False
-    from cardbench.verify.quick import signals_held
+    from cardbench.signals import signals_held
     with signals_held() as signals:
         try:
             preserver.restore()

@@ -162,3 +162,13 @@ def fmt_seconds(s: float | None) -> str:
     if s < 1:
         return f"{s * 1e3:.1f} ms"
     return f"{s:.2f} s"
+
+
+def block_label(block_size: int) -> str:
+    """The block size in a test name (binary, as fio and CrystalDiskMark mean them): 4096 -> "4k",
+    1048576 -> "1m", 131072 -> "128k", 512 -> "512" (bytes without a suffix)."""
+    if block_size % MiB == 0:
+        return f"{block_size // MiB}m"
+    if block_size % KiB == 0:
+        return f"{block_size // KiB}k"
+    return str(block_size)

@@ -14,7 +14,8 @@ import pytest
 from engine_helpers import emulated_card, fill_random, needs_emulator, needs_root
 from realparts import loop_device
 
-from cardbench.engine.base import AlignedBuffers, aligned_buffer, closed_loop, submit_reap_loop
+from cardbench.engine.base import closed_loop, submit_reap_loop
+from cardbench.engine.buffers import AlignedBuffers, aligned_buffer
 from cardbench.engine.queued import QueuedEngine, io_uring_available
 from cardbench.engine.sync import SyncEngine
 from cardbench.errors import DeviceFault

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 from engine_helpers import data_file, needs_fio, odirect_dir
 
-from cardbench.engine import get_engine
-from cardbench.engine.fio import FioEngine, fio_command, parse_fio_json, run_fio
+from cardbench.engine import engine_info, engine_names, get_engine
+from cardbench.engine.fio import fio_command, parse_fio_json, run_fio
 from cardbench.errors import DeviceFault, UsageError
 
 MiB = 1 << 20
@@ -75,10 +75,13 @@ def test_fio_failures_are_one_line_errors(ddir):
         parse_fio_json("no json here")
 
 
-def test_get_engine_fio():
-    eng = get_engine("fio", 8)
-    assert isinstance(eng, FioEngine) and eng.name == "fio" and eng.queue_depth == 8
+def test_fio_is_registered_as_a_job_runner():
+    """fio declares that it runs whole jobs (no single operations): asking it for an operation
+    engine is refused in one line, and it is among the registered names the CLI offers."""
+    assert "fio" in engine_names() and engine_names()[:2] == ("sync", "queued")
+    info = engine_info("fio")
+    assert not info.caps.operations and info.run_job is not None
     with pytest.raises(UsageError, match="whole workloads"):
-        eng.submit(None)
-    with pytest.raises(UsageError):
+        get_engine("fio", 8)
+    with pytest.raises(UsageError, match="choose sync, queued, fio"):
         get_engine("nope")

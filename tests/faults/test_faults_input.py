@@ -285,7 +285,7 @@ def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
     monkeypatch.setattr(runner, "_run_tests", refuse)
     monkeypatch.setattr(runner, "run_device", refuse)
     monkeypatch.setattr(vquick, "Prober", refuse)
-    monkeypatch.setattr(vfull._Run, "write_pass", refuse)
+    monkeypatch.setattr(vfull.FillRun, "write_pass", refuse)
     argv = data.draw(argvs(cli_scratch))
     _never_a_real_target(argv, cli_scratch)
     o = judged(argv)

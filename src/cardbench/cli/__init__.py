@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 
 import click
@@ -15,6 +14,7 @@ import click
 from cardbench import __version__
 from cardbench.cli import params
 from cardbench.cli.ui import error_line, said
+from cardbench.engine import engine_names
 from cardbench.errors import CardbenchError, Interrupted, UsageError
 from cardbench.record import check_store, record
 from cardbench.result import Card, Reader
@@ -56,8 +56,8 @@ def cli() -> None:
               help="Directory: extra tests after seq_write/cold_read: app = 4 KiB random IOPS at QD1 and QD32 "
                    "(added by itself for an A1/A2 label); matrix = CrystalDiskMark's set.")
 @click.option("--tests", "test_names", help="Directory: extra tests by name, comma-separated, e.g. rand_read_4k_q32t1.")
-@click.option("--engine", type=click.Choice(["sync", "queued", "fio"]), default="queued", show_default=True,
-              help="Engine for the extra tests.")
+@click.option("--engine", type=click.Choice(engine_names()), default=None,
+              help="Engine for every test (default: sync for seq_write/cold_read, queued for the extra tests).")
 @click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per run of an extra test.")
 @click.option("--sustained", is_flag=True, help="Directory: also sustained_write over the free space (finds the write cache).")
 def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
@@ -97,7 +97,7 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, 
                                                       progress=progress, extra_tests=extra, engine=engine,
                                                       duration=duration, sustained=sustained))
     except (CardbenchError, KeyboardInterrupt) as e:
-        partial = getattr(e, "result", None)
+        partial = e.result if isinstance(e, CardbenchError) else None
         if partial is not None and partial.tests and not no_save:
             said(record(partial, db), saved_line=False, end=False)
         raise
@@ -185,10 +185,6 @@ for _module, _attr in [
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-def _on_sigterm(signum, frame):
-    raise Interrupted("stopped by SIGTERM; cleanup has run")
-
-
 def _recover_at_start(argv: list[str] | None) -> None:
     """Every invocation first restores what a killed --preserve run left in its journal."""
     args = sys.argv[1:] if argv is None else argv
@@ -202,7 +198,8 @@ def _recover_at_start(argv: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `cardbench` console script and `python -m cardbench`."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    from cardbench.signals import install_sigterm
+    install_sigterm()
     debug = os.environ.get("CARDBENCH_DEBUG") == "1"
     try:
         _recover_at_start(argv)

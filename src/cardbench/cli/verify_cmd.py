@@ -93,7 +93,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
             doc = verify_device(target, destructive=destructive, journal_dir=journal_dir, time_budget=time_budget,
                                 progress=progress, seed=seed, assume_cache_bytes=assume_cache)
     except (Interrupted, KeyboardInterrupt) as e:
-        partial = getattr(e, "doc", None)
+        partial = e.doc if isinstance(e, Interrupted) else None
         if partial is not None and not no_save:
             said(record(partial, db), saved_line=False, end=False)
         if isinstance(e, KeyboardInterrupt):
@@ -101,7 +101,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         raise
     # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
     # shown, then ends the command (exit 130) without losing the result
-    from cardbench.verify.quick import signals_held
+    from cardbench.signals import signals_held
     failed = not doc.get("complete")
 
     def show() -> None:

@@ -37,11 +37,9 @@ import errno
 import fcntl
 import hashlib
 import json
-import mmap
 import os
 import secrets
 import shutil
-import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +47,15 @@ from typing import Any
 from cardbench.devices.discovery import BlockDevice, get_device, list_devices
 from cardbench.devices.mounts import mount_containing, read_mountinfo
 from cardbench.devices.safety import open_exclusive
+from cardbench.engine.buffers import AlignedBuffers
+from cardbench.engine.data import DataFile, geometry, open_raw
+from cardbench.engine.errors import IO_ERRORS, describe
 from cardbench.errors import CardbenchError, DeviceFault, SafetyRefusal, TargetError, UsageError
 
 JOURNAL_SCHEMA = "cardbench.journal/1"
 CHUNK = 1 << 20  # bytes moved per O_DIRECT call; a multiple of every logical block size
 FREE_SPACE_MARGIN = 16 << 20  # keep this much free on the journal's filesystem
 
-#: ioctl numbers from linux/fs.h.
-BLKSSZGET = 0x1268
-BLKGETSIZE64 = 0x80081272
 
 
 def default_journal_root() -> Path:
@@ -103,25 +101,6 @@ class RecoveryReport:
 # --- low level ---------------------------------------------------------------------------------
 
 
-def _ioctl_int(fd: int, request: int, fmt: str) -> int:
-    """Run an ioctl that fills in one integer."""
-    raw = fcntl.ioctl(fd, request, struct.pack(fmt, 0))
-    return struct.unpack(fmt, raw)[0]
-
-
-def _geometry(fd: int) -> tuple[int, int]:
-    """(logical block size, size in bytes) of an open block device."""
-    try:
-        block = _ioctl_int(fd, BLKSSZGET, "i")
-    except OSError:
-        block = 512
-    try:
-        size = _ioctl_int(fd, BLKGETSIZE64, "Q")
-    except OSError:
-        size = os.lseek(fd, 0, os.SEEK_END)
-    return max(block, 512), size
-
-
 def _fsync_dir(path: str | Path) -> None:
     """fsync a directory so new, renamed or removed entries are durable [S46 fsync(2)]."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -132,18 +111,19 @@ def _fsync_dir(path: str | Path) -> None:
 
 
 def _read_device(fd: int, offset: int, length: int, sink: Any) -> str:
-    """Read ``length`` bytes at ``offset`` with O_DIRECT, feed them to ``sink.write``; return sha256."""
+    """Read ``length`` bytes at ``offset`` (O_DIRECT), feed them to ``sink.write``; return sha256."""
     h = hashlib.sha256()
-    with mmap.mmap(-1, CHUNK) as buf:
+    dev = DataFile(fd, "the device")
+    with AlignedBuffers(1, CHUNK) as bufs:
         done = 0
         while done < length:
             n = min(CHUNK, length - done)
-            # the view must be released before the mmap closes, also when raising
-            with memoryview(buf)[:n] as view:
+            # the view must be released before the buffer closes, also when raising
+            with bufs[0][:n] as view:
                 try:
-                    got = os.preadv(fd, [view], offset + done)
-                except OSError as e:
-                    raise DeviceFault(f"read error at byte {offset + done}: {e.strerror}") from None
+                    got = dev.read_at(view, offset + done)
+                except IO_ERRORS as e:
+                    raise DeviceFault(f"read error at byte {offset + done}: {describe(e.errno)}") from None
                 if got != n:
                     raise DeviceFault(f"short read at byte {offset + done} ({got} of {n} bytes): "
                                       "device shrank or was removed")
@@ -172,21 +152,26 @@ def _write_region(fd: int, data_file: Path, offset: int, length: int, sha256: st
         raise DeviceFault(f"journal file {data_file} is damaged (sha256 mismatch); not written back")
     if data_file.stat().st_size != length:
         raise DeviceFault(f"journal file {data_file} has the wrong length; not written back")
-    with open(data_file, "rb") as f, mmap.mmap(-1, CHUNK) as buf:
+    dev = DataFile(fd, "the device")
+    with open(data_file, "rb") as f, AlignedBuffers(1, CHUNK) as bufs:
         done = 0
         while done < length:
             n = min(CHUNK, length - done)
-            with memoryview(buf)[:n] as view:
+            with bufs[0][:n] as view:
                 if f.readinto(view) != n:
                     raise DeviceFault(f"journal file {data_file} ended early")
                 try:
-                    wrote = os.pwritev(fd, [view], offset + done)
-                except OSError as e:
-                    raise DeviceFault(f"write error at byte {offset + done} while restoring: {e.strerror}") from None
+                    wrote = dev.write_at(view, offset + done)
+                except IO_ERRORS as e:
+                    raise DeviceFault(f"write error at byte {offset + done} while restoring: "
+                                      f"{describe(e.errno)}") from None
             if wrote != n:
                 raise DeviceFault(f"short write at byte {offset + done} while restoring")
             done += n
-    os.fsync(fd)
+    try:
+        dev.sync()
+    except IO_ERRORS as e:
+        raise DeviceFault(f"flushing the restored bytes failed: {describe(e.errno)}") from None
     if _read_device(fd, offset, length, None) != sha256:
         raise DeviceFault(f"restored bytes at offset {offset} (+{length}) read back differently")
 
@@ -336,11 +321,11 @@ class Preserver:
         self._lock_fd: int | None = None
         self._manifest: int | None = None
         try:
-            self._fd = os.open(self.device_path, os.O_RDWR | os.O_DIRECT | os.O_CLOEXEC)
+            self._fd, _direct = open_raw(self.device_path, write=True)
         except OSError as e:
-            raise TargetError(f"cannot open {self.device_path} for --preserve: {e.strerror}") from None
+            raise TargetError(f"cannot open {self.device_path} for --preserve: {describe(e.errno)}") from None
         try:
-            self.block_size, self.size = _geometry(self._fd)
+            self.block_size, self.size = geometry(self._fd)
             self.path = self._create_journal()
         except BaseException:
             self._release()

@@ -68,9 +68,9 @@ def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
     aligned to the logical block size [S46 open(2)]; use ``mmap`` buffers. Errors are one line:
     EBUSY -> SafetyRefusal, missing/permission -> TargetError.
     """
-    flags = os.O_DIRECT | os.O_EXCL | os.O_CLOEXEC | (os.O_RDWR if write else os.O_RDONLY)
+    from cardbench.engine.data import open_raw
     try:
-        fd = os.open(path, flags)
+        fd, _direct = open_raw(path, write=write, exclusive=True)
     except OSError as e:
         raise _open_error(path, e, "write to" if write else "open") from None
     try:

@@ -11,59 +11,22 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import cardbench
+from cardbench import signals
 from cardbench.emulate import system
 from cardbench.emulate.control import SOCKET_NAME, ServerGone, call
 from cardbench.emulate.pacing import DEFAULT_TURNAROUND
 from cardbench.emulate.spec import CardSpec, validate_settings
-from cardbench.errors import CardbenchError, Interrupted, UsageError
+from cardbench.errors import CardbenchError, UsageError
 
 #: Seconds to wait for a server to mount its FUSE filesystem.
 START_TIMEOUT = 15.0
 STATE_NAME = "state.json"
-
-# -- SIGTERM -> exception while emulators are open -----------------------------------------
-_sigterm_lock = threading.Lock()
-_sigterm_users = 0
-_sigterm_previous: Any = None
-
-
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    raise Interrupted(f"stopped by {signal.Signals(signum).name}")
-
-
-def _sigterm_acquire() -> bool:
-    """While emulators are open, SIGTERM raises Interrupted (so ``with`` blocks clean up).
-
-    Only done in the main thread and only if nobody else handles SIGTERM.
-    """
-    global _sigterm_users, _sigterm_previous
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    with _sigterm_lock:
-        if _sigterm_users == 0:
-            current = signal.getsignal(signal.SIGTERM)
-            if current is not signal.SIG_DFL:
-                return False
-            _sigterm_previous = current
-            signal.signal(signal.SIGTERM, _raise_interrupted)
-        _sigterm_users += 1
-        return True
-
-
-def _sigterm_release() -> None:
-    global _sigterm_users
-    with _sigterm_lock:
-        _sigterm_users -= 1
-        if _sigterm_users == 0 and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _sigterm_previous or signal.SIG_DFL)
-
 
 def _default_tmpdir() -> str | None:
     return os.environ.get("CARDBENCH_EMULATE_TMPDIR") or None
@@ -137,7 +100,7 @@ class EmulatedReader:
 
     # -- life -------------------------------------------------------------------------------
     def __enter__(self) -> "EmulatedReader":
-        self._sigterm = _sigterm_acquire()
+        self._sigterm = signals.acquire_sigterm()
         try:
             self.start()
         except BaseException:
@@ -149,9 +112,8 @@ class EmulatedReader:
         self.close(raise_on_leftovers=exc[0] is None)
 
     def _release_sigterm(self) -> None:
-        if self._sigterm:
-            self._sigterm = False
-            _sigterm_release()
+        owed, self._sigterm = self._sigterm, False
+        signals.release_sigterm(owed)
 
     def start(self) -> "EmulatedReader":
         """Start the server process and wait until its FUSE mount is up. Cleans up on failure."""
@@ -188,7 +150,7 @@ class EmulatedReader:
         env = dict(os.environ)
         src = str(Path(cardbench.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        with open(self.log_path, "ab") as logf, system.signals_deferred():
+        with open(self.log_path, "ab") as logf, signals.signals_deferred():
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cardbench.emulate.server", self.workdir],
                 stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
@@ -288,7 +250,7 @@ class EmulatedReader:
         path = self.call("add_card", spec=spec.to_json())["path"]
         device = None
         try:
-            with system.signals_deferred():
+            with signals.signals_deferred():
                 device = system.attach_loop(path)
                 self._devices[spec.name] = device
                 card = EmulatedCard.__new__(EmulatedCard)
@@ -311,7 +273,7 @@ class EmulatedReader:
         """Unmount filesystems on the card, detach its loop device and drop it from the server."""
         name = card if isinstance(card, str) else card.name
         device = self._devices.get(name)
-        with system.signals_deferred():
+        with signals.signals_deferred():
             if device is not None:
                 system.detach_loop(device)
                 if system.loop_info(device) is not None and system.loops_under(self.mountpoint):
@@ -357,7 +319,7 @@ class EmulatedReader:
         self._closed = True
         problems: list[str] = []
         try:
-            with system.signals_deferred():
+            with signals.signals_deferred():
                 if self.workdir is not None:
                     problems = self._teardown()
         finally:
@@ -573,7 +535,7 @@ class EmulatedCard:
         finally:
             if entry in self._filesystems:
                 self._filesystems.remove(entry)
-            with system.signals_deferred():
+            with signals.signals_deferred():
                 self._umount(mnt)
                 try:
                     os.rmdir(mnt)
@@ -598,7 +560,7 @@ class EmulatedCard:
         if not self._filesystems:
             raise UsageError(f"card {self.name} has no mounted filesystem (use card.filesystem())")
         entry = self._filesystems[-1]
-        with system.signals_deferred():
+        with signals.signals_deferred():
             self._umount(entry["mountpoint"], lazy_fallback=False)
         self._mount(entry)
         return entry["mountpoint"]

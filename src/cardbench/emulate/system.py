@@ -12,10 +12,8 @@ import shutil
 import signal
 import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from cardbench.errors import CardbenchError, EnvironmentMissing
 
@@ -377,21 +375,3 @@ def stop_process(pid: int, popen: subprocess.Popen | None = None, *, timeout: fl
             return
         if wait_pid_gone(pid, timeout, popen):
             return
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP until the block ends (so cleanup is not interrupted halfway).
-
-    Pending signals are delivered (and raise, e.g. KeyboardInterrupt) when the block exits.
-    """
-    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    except (ValueError, OSError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)

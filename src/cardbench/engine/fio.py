@@ -1,9 +1,10 @@
 """The fio engine: the same workload run by fio, read back from its JSON into a :class:`Run`.
 
 fio does not fit the submit/reap shape (it runs a whole job), so this is a workload runner:
-``run_fio(path, rw, bs, iodepth, numjobs, size, runtime) -> Run``. The workloads in
-``cardbench.workloads`` call it when asked for ``engine="fio"``, with the same parameters they
-give their own engines, so the figures can be compared side by side (bench/engine_vs_fio.py).
+``run_fio(path, rw, bs, iodepth, numjobs, size, runtime) -> Run``. It registers as the engine
+``fio`` with a ``run_job`` (:mod:`cardbench.engine.jobs`), so a workload given ``engine="fio"``
+runs the same job through fio as through its own engines, and the figures can be compared side
+by side (bench/engine_vs_fio.py, bench/run_vs_fio.py).
 
 What is asked of fio, and why:
 
@@ -13,7 +14,8 @@ What is asked of fio, and why:
   ``--runtime`` the most seconds: without ``time_based`` the run stops at whichever comes
   first, like cardbench's own runs (stop at duration or at size).
 * ``--norandommap --randrepeat=0``: random offsets drawn independently (with repetition),
-  as cardbench's engines draw them; ``--allow_file_create=0`` never creates a file.
+  as cardbench's engines draw them; ``--allow_file_create=0`` never creates a file, except for a job that writes a fresh one
+  (``create``: then ``--fallocate=none``, so fio writes it as cardbench does, unallocated).
 * ``mem`` (optional): fio's ``--mem``, where its buffers live. fio's default (malloc) gives
   buffers of scattered small pages; cardbench's engines put large buffers on huge pages
   (:class:`cardbench.engine.base.AlignedBuffers`), which can make large requests several
@@ -34,8 +36,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import Any
 
+from cardbench.engine.registry import Capabilities, EngineInfo, register
 from cardbench.errors import DeviceFault, EnvironmentMissing, UsageError
 from cardbench.fiojson import fio_run
 from cardbench.result import Run
@@ -64,7 +66,7 @@ def fio_version(fio: str = "fio") -> str:
 
 def default_ioengine() -> str:
     """io_uring where this process can set up a ring (same check as the queued engine), else libaio."""
-    from cardbench.engine.queued import io_uring_available
+    from cardbench.engine.uring_abi import io_uring_available
     ok, _ = io_uring_available()
     return "io_uring" if ok else "libaio"
 
@@ -73,7 +75,7 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
                 runtime: float | None = None, *, area: int | None = None, offset: int = 0,
                 time_based: bool = False, ioengine: str | None = None, direct: bool = True,
                 end_fsync: bool = False, fio: str = "fio", name: str = "cardbench",
-                mem: str | None = None) -> list[str]:
+                mem: str | None = None, create: bool = False) -> list[str]:
     """The fio command line for one run (see the module docstring for what each option is for)."""
     if rw not in RW_MODES:
         raise UsageError(f"fio rw must be one of {', '.join(RW_MODES)}, got {rw!r}")
@@ -94,7 +96,9 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
            f"--ioengine={ioengine or default_ioengine()}", f"--direct={1 if direct else 0}",
            f"--rw={rw}", f"--bs={bs}", f"--iodepth={iodepth}", f"--numjobs={numjobs}", "--group_reporting",
            f"--offset={offset}", f"--size={area}",
-           "--norandommap", "--randrepeat=0", "--allow_file_create=0",
+           "--norandommap", "--randrepeat=0",
+           # a fresh file is created and written like cardbench writes one (no preallocation)
+           *(["--fallocate=none"] if create else ["--allow_file_create=0"]),
            "--lat_percentiles=1", "--percentile_list=" + ":".join(f"{p:g}" for p in PERCENTILES)]
     if size is not None and size != area:
         if size < bs:
@@ -116,7 +120,7 @@ def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, siz
             runtime: float | None = None, *, area: int | None = None, offset: int = 0,
             time_based: bool = False, ioengine: str | None = None, direct: bool = True,
             end_fsync: bool = False, fio: str = "fio", timeout: float | None = None,
-            mem: str | None = None) -> Run:
+            mem: str | None = None, create: bool = False) -> Run:
     """Run one fio job on ``path`` and return it as a :class:`Run`.
 
     ``rw``: read | write | randread | randwrite. ``bs`` bytes per operation, ``iodepth`` operations
@@ -126,7 +130,7 @@ def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, siz
     """
     cmd = fio_command(path, rw, bs, iodepth, numjobs, size, runtime, area=area, offset=offset,
                       time_based=time_based, ioengine=ioengine, direct=direct, end_fsync=end_fsync,
-                      fio=fio, mem=mem)
+                      fio=fio, mem=mem, create=create)
     if timeout is None:
         timeout = (runtime or 600) * 3 + 60
     try:
@@ -161,34 +165,15 @@ def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
     return fio_run(doc, rw, percentiles=PERCENTILES)
 
 
-class FioEngine:
-    """What ``get_engine("fio")`` returns: fio runs whole jobs, not single operations.
+def run_fio_job(job) -> Run:
+    """A :class:`cardbench.engine.jobs.Job` through fio (what ``run_job(\"fio\", job)`` does)."""
+    cap = job.area if job.size is None else job.size
+    run = run_fio(job.path, job.fio_rw, job.block_size, job.queue_depth, job.threads, size=cap,
+                  runtime=job.duration, area=job.area - job.area % job.block_size, offset=job.offset,
+                  direct=job.direct, end_fsync=job.is_write and job.sync_end, create=job.create)
+    run.extra["stopped"] = "duration" if run.bytes < cap * job.threads else "size"
+    return run
 
-    ``run(path, rw, bs, ...)`` is :func:`run_fio` with this engine's queue depth as default
-    iodepth. The submit/reap calls of the Engine protocol raise UsageError with that advice.
-    """
 
-    name = "fio"
-
-    def __init__(self, queue_depth: int = 1, fio: str = "fio") -> None:
-        self.queue_depth = queue_depth
-        self.fio = fio
-
-    def available(self) -> bool:
-        return shutil.which(self.fio) is not None
-
-    def run(self, path: str, rw: str, bs: int, iodepth: int | None = None, numjobs: int = 1,
-            size: int | None = None, runtime: float | None = None, **kw: Any) -> Run:
-        return run_fio(path, rw, bs, iodepth or self.queue_depth, numjobs, size, runtime, fio=self.fio, **kw)
-
-    def _refuse(self, *a: Any, **k: Any):
-        raise UsageError("the fio engine runs whole workloads, not single operations: use engine='fio' in a "
-                         "workload or cardbench.engine.fio.run_fio")
-
-    open = submit = reap = sync = _refuse
-
-    def pending(self) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
+register(EngineInfo("fio", "the same job run by fio (needs fio installed), read back from its JSON",
+                    Capabilities(max_queue_depth=65536, operations=False), run_job=run_fio_job))

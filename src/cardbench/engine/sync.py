@@ -2,38 +2,41 @@
 
 from __future__ import annotations
 
-import os
 import time
 
-from cardbench.engine.base import Completion, IoOp, LoopResult, open_fd, os_error, pio_loop
+from cardbench.engine.base import Completion, IoOp, LoopResult, pio_loop
+from cardbench.engine.data import DataFile
+from cardbench.engine.registry import Capabilities, EngineInfo, register
 
 
 class SyncEngine:
     name = "sync"
+    caps = Capabilities(max_queue_depth=1, own_loop=True)
     queue_depth = 1
+    backend: str | None = None     # one way only
 
     def __init__(self) -> None:
-        self.fd: int | None = None
+        self.file: DataFile | None = None
         self.path = ""
         self.direct = False
         self._done: list[Completion] = []
 
     def open(self, path: str, *, write: bool, direct: bool = True, create: bool = False) -> None:
         self.path = path
-        self.fd, self.direct = open_fd(path, write=write, direct=direct, create=create)
+        self.file = DataFile.open(path, write=write, direct=direct, create=create)
+        self.direct = self.file.direct
+
+    @property
+    def fd(self) -> int | None:
+        return self.file.fd if self.file is not None else None
 
     def submit(self, op: IoOp) -> None:
         """Do the operation now (this engine has no queue); its completion waits in ``reap``."""
-        assert self.fd is not None
+        assert self.file is not None
         mv = memoryview(op.buf)[: op.length]
         t0 = time.perf_counter()
         try:
-            if op.kind == "write":
-                n = os.pwritev(self.fd, [mv], op.offset)
-            else:
-                n = os.preadv(self.fd, [mv], op.offset)
-        except OSError as e:
-            raise os_error(e, self.path) from None
+            n = self.file.write_at(mv, op.offset) if op.kind == "write" else self.file.read_at(mv, op.offset)
         finally:
             mv.release()
         self._done.append(Completion(op, n, t0, time.perf_counter()))
@@ -41,8 +44,8 @@ class SyncEngine:
     def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
                     latencies) -> LoopResult:
         """See :func:`cardbench.engine.base.closed_loop` (depth 1: the first buffer only)."""
-        assert self.fd is not None
-        return pio_loop(self.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
+        assert self.file is not None
+        return pio_loop(self.file.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
                         duration=duration, latencies=latencies)
 
     def reap(self, min_complete: int = 1) -> list[Completion]:
@@ -53,13 +56,18 @@ class SyncEngine:
         return len(self._done)
 
     def sync(self) -> None:
-        assert self.fd is not None
-        try:
-            os.fsync(self.fd)
-        except OSError as e:
-            raise os_error(e, self.path) from None
+        assert self.file is not None
+        self.file.sync()
 
     def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            os.close(fd)
+        if self.file is not None:
+            f, self.file = self.file, None
+            f.close()
+
+
+def _make(queue_depth: int = 1, **options) -> SyncEngine:
+    return SyncEngine()
+
+
+register(EngineInfo("sync", "pread/pwrite, one at a time, O_DIRECT on aligned buffers",
+                    SyncEngine.caps, make=_make))

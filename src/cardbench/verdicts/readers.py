@@ -58,9 +58,12 @@ from typing import Any
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
 from cardbench.verdicts.ceiling import clear_limits, memory_speed, mode_rate, near_fraction
+from cardbench.verdicts.labels import READ_TESTS
+from cardbench.verdicts.labels import WRITE_TESTS as LABEL_WRITE_TESTS
 
-READ_TESTS = ("cold_read", "raw_read")
-WRITE_TESTS = ("seq_write", "raw_write", "sustained_write")
+#: the tests a reader's ceiling is read from: those the label claims are judged on, and the
+#: sustained write (its slow level is as bounded by the reader as a sequential write)
+WRITE_TESTS = LABEL_WRITE_TESTS + ("sustained_write",)
 TOLERANCE = 0.03
 MIN_CARDS = 3
 SPREAD = 1.3

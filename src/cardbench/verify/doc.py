@@ -29,9 +29,9 @@ from typing import Any
 
 from cardbench import __version__
 from cardbench.result import Card, Reader, host_info, now_iso
+from cardbench.verify.verdict import VERDICTS  # noqa: F401  (part of the document's vocabulary)
 
 SCHEMA = "cardbench.verify/1"
-VERDICTS = ("genuine", "counterfeit", "damaged")
 KINDS = ("wraparound", "dropped", "other")
 
 

@@ -48,6 +48,7 @@ import numpy as np
 from cardbench.errors import CardbenchError, DeviceFault, Interrupted
 from cardbench.patterns import CLASSES, SECTOR, Pattern, merge_ranges
 from cardbench.verify.io import IOFailure
+from cardbench.verify.verdict import judge
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -801,24 +802,21 @@ class Prober:
                 middle.append((r[0], min(r[1], tail_start) if tail_start is not None else r[1]))
         middle = [tuple(r) for r in merge_ranges(middle)]
         fake_bytes = self.size - tail_start if tail_start is not None else 0
+        verdict, vkind = judge(whole=self.size, wrapped=kind == "wraparound",
+                               lost_bytes=fake_bytes if tail_start is not None else 0, lost_kind=kind,
+                               lost_is_tail=True, damaged=bool(middle), stopped=error is not None)
         usable = self.end
-        if tail_start is not None and (kind in ("wraparound", "dropped") or fake_bytes >= self.size // 100):
-            verdict = "counterfeit"
+        if verdict == "counterfeit":
+            kind = vkind
             usable = tail_start
             if kind != "wraparound" and bad is not None and tail_start == bad and good_end < bad:
                 usable = good_end   # boundary not narrowed to the sector (time budget): the safe side
         elif tail_start is not None or middle:
-            verdict = "damaged"
             kind = None
             usable = min([tail_start if tail_start is not None else self.end] + [r[0] for r in middle])
-        else:
-            verdict = "genuine"
-        usable_out: int | None = int(usable)
-        if error is not None:
-            if verdict == "genuine":
-                verdict = "damaged"
-            if verdict != "counterfeit":
-                usable_out = None   # unknown: the card went away before we could tell
+        usable_out: int | None = int(usable) if usable is not None else None
+        if error is not None and verdict != "counterfeit":
+            usable_out = None   # unknown: the card went away before we could tell
         bad_ranges = merge_ranges(middle + ([(tail_start, self.size)] if tail_start is not None else []))
         uncertainty = 0
         if bad is not None and not wrap:

@@ -16,81 +16,17 @@ the partial document after the card was restored).
 
 from __future__ import annotations
 
-import fcntl
 import os
-import signal
-import struct
-import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
-from cardbench.errors import CardbenchError, DeviceFault, Interrupted, TargetError, UsageError
+from cardbench.engine.data import geometry
+from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
 from cardbench.progress import NullProgress
+from cardbench.signals import signals_held
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
 from cardbench.verify.io import DeviceIO
 from cardbench.verify.probe import MIN_DEVICE, ProbeOptions, Prober
-
-BLKSSZGET = 0x1268
-BLKGETSIZE64 = 0x80081272
-
-
-def _geometry(fd: int) -> tuple[int, int]:
-    try:
-        sector = struct.unpack("i", fcntl.ioctl(fd, BLKSSZGET, struct.pack("i", 0)))[0]
-    except OSError:
-        sector = 512
-    try:
-        size = struct.unpack("Q", fcntl.ioctl(fd, BLKGETSIZE64, struct.pack("Q", 0)))[0]
-    except OSError:
-        size = os.lseek(fd, 0, os.SEEK_END)
-    return max(512, sector), size
-
-
-@contextmanager
-def signals_held() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM while restoring (or saving); yields a list that receives the signals
-    that came. The caller decides what to do about them afterwards.
-
-    Two things are needed: the signals are blocked, and (in the main thread) their Python
-    handlers are swapped for one that only records. A signal that arrived just before the block
-    has already been caught at the C level; Python would run its handler at the next bytecode
-    boundary, inside the held region, and raise there (a restore half done). The recording
-    handler takes it instead."""
-    got: list[int] = []
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    handlers: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        def record(signum, frame):
-            got.append(int(signum))
-        for s in sigs:
-            try:
-                handlers[s] = signal.signal(s, record)
-            except (OSError, ValueError):
-                pass
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    except (OSError, ValueError):
-        old = None
-    try:
-        yield got
-    finally:
-        if old is not None:
-            try:
-                pending = signal.sigpending() & sigs
-            except OSError:
-                pending = set()
-            for s in pending:
-                try:
-                    signal.sigwait({s})   # consume it: the caller raises Interrupted itself
-                except OSError:
-                    pass
-                got.append(int(s))
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        for s, h in handlers.items():
-            if h is not None:
-                signal.signal(s, h)
-
 
 def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
                   time_budget: float | None = None, progress=None, seed: int | None = None,
@@ -136,7 +72,7 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
     from cardbench.devices.lock import lock_key, target_lock
     from cardbench.devices.safety import open_exclusive
     with target_lock(lock_key(path), label=path), open_exclusive(path, write=True) as fd:
-        sector, size = _geometry(fd)
+        sector, size = geometry(fd)
         doc["announced_bytes"] = size
         if size < MIN_DEVICE:
             raise TargetError(f"{path} is too small to verify ({size} bytes; quick mode needs at least "
@@ -166,9 +102,7 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
             doc["complete"] = False
             doc["error"] = doc["error"] or "interrupted; " + ("the card was restored" if restore["status"] in
                                                               ("restored", "not used") else restore["message"])
-            err = Interrupted(f"interrupted; {restore['message']}")
-            err.doc = doc  # type: ignore[attr-defined]
-            raise err
+            raise Interrupted(f"interrupted; {restore['message']}", partial=doc)
     return doc
 
 

@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cardbench.engine.base import aligned_buffer
+from cardbench.engine.buffers import aligned_buffer, release
+from cardbench.engine.data import DataFile
+from cardbench.errors import CardbenchError
 from cardbench.workloads.files import drop_cache
 
 #: BLKFLSBUF, linux/fs.h _IO(0x12, 97): flush a block device's buffers and drop its page cache
@@ -59,15 +61,12 @@ def filesystem_on(device: str) -> str | None:
     """What a device's first sector says it holds ("exfat", "ntfs", "vfat"), for a FUSE mount whose
     mountinfo says only "fuseblk"; None when unreadable or unknown."""
     try:
-        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        with DataFile.open(device, write=False, direct=False) as dev:
+            head = bytearray(512)
+            dev.read_at(head, 0)
+    except CardbenchError:
         return None
-    try:
-        head = os.pread(fd, 512, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    head = bytes(head)
     if head[3:11] == b"EXFAT   ":
         return "exfat"
     if head[3:11] == b"NTFS    ":
@@ -120,12 +119,15 @@ def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) 
     ``regions`` ((offset, length) on the device, e.g. a file's extents) or from its start; bytes/s,
     or None when the device cannot be read."""
     try:
-        fd = os.open(device, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
-    except OSError:
+        dev = DataFile.open(device, write=False, direct=True)
+    except CardbenchError:
+        return None
+    if not dev.direct:  # a device that refuses O_DIRECT would answer from its page cache
+        dev.close()
         return None
     buf = aligned_buffer(PROBE_BLOCK)
     try:
-        size = os.lseek(fd, 0, os.SEEK_END)
+        size = dev.size()
         offsets: list[int] = []
         for start, length in regions or [(0, size)]:
             a = -(-start // PROBE_BLOCK) * PROBE_BLOCK
@@ -139,18 +141,18 @@ def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) 
         done = 0
         t0 = time.perf_counter()
         for i, off in enumerate(offsets):
-            if os.preadv(fd, [buf], off) <= 0:
+            if dev.read_at(buf, off) <= 0:
                 break
             done += PROBE_BLOCK
             if i + 1 >= PROBE_MIN_BLOCKS and time.perf_counter() - t0 >= PROBE_SECONDS:
                 break
         seconds = time.perf_counter() - t0
         return done / seconds if done and seconds > 0 else None
-    except OSError:
+    except CardbenchError:
         return None
     finally:
-        os.close(fd)
-        buf.close()
+        dev.close()
+        release(buf)
 
 
 def file_regions(path: str) -> list[tuple[int, int]] | None:

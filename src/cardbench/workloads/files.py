@@ -5,6 +5,8 @@ How the card is kept busy from the first byte: the file is written with O_DIRECT
 requests, so every request goes to the card at once instead of filling the page cache first
 (the cp + sync method times page-cache fill + card and reads 0.93-0.997 of the true rate).
 The data for the next request is made by a helper thread while the current one is on the card.
+The bytes move through an engine of the I/O layer (``engine="sync"`` by default; ``queued`` at
+depth 1 is the same system call; ``fio`` writes and reads the file by itself, unchecked).
 The final fsync (metadata, journal) is inside the timing. Where the filesystem refuses
 O_DIRECT, the file is written buffered with sync_file_range write-behind (the kernel starts
 writing each chunk at once) and fdatasync, and the method says so.
@@ -26,8 +28,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from cardbench.engine.base import aligned_buffer, open_fd, os_error
-from cardbench.errors import DeviceFault
+from cardbench.engine.base import IoOp
+from cardbench.engine.buffers import aligned_buffer, release
+from cardbench.engine.data import SFR_WAIT_AFTER, SFR_WAIT_BEFORE, SFR_WRITE, DataFile
+from cardbench.engine.jobs import Job, run_job
+from cardbench.engine.registry import engine_info, get_engine
+from cardbench.errors import DeviceFault, UsageError
 from cardbench.patterns import CLASSES, Pattern
 from cardbench.result import Run
 
@@ -36,19 +42,6 @@ Progress = Callable[[int], None]   # called with bytes just done
 BLOCK = 1 << 20
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_SFR_WRITE = 2
-_SFR_WAIT_BEFORE = 1
-_SFR_WAIT_AFTER = 4
-
-
-def _sync_file_range(fd: int, offset: int, nbytes: int, flags: int) -> None:
-    fn = _libc.sync_file_range
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    if fn(fd, offset, nbytes, flags) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
-
 def resident_fraction(path: str) -> float:
     """Fraction of the file's pages in the page cache (mincore on a mapping of it)."""
     size = os.path.getsize(path)
@@ -128,18 +121,21 @@ class _Filler:
         self.stop = True
         self.free.put(None)
         self.thread.join(timeout=5)
-        for b in self.buffers:
-            try:
-                b.close()
-            except BufferError:
-                pass
+        release(*self.buffers)
 
 
 def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, direct: bool = True,
-               progress: Progress | None = None) -> tuple[Run, dict]:
-    """Write a fresh file of ``size`` bytes of pattern data; time from the first write to the
-    end of fsync. Returns the run and the method actually used."""
-    fd, used_direct = open_fd(path, write=True, direct=direct, create=True)
+               engine: str = "sync", progress: Progress | None = None) -> tuple[Run, dict]:
+    """Write a fresh file of ``size`` bytes of pattern data through ``engine``; time from the
+    first write to the end of fsync. Returns the run and the method actually used.
+
+    An engine that runs whole jobs (fio) writes its own data instead (the run says so, and the
+    file is then not checked by ``read_file``)."""
+    if not engine_info(engine).caps.operations:
+        return _job_file(engine, path, size, "write", block=block, direct=direct)
+    eng = get_engine(engine, 1)
+    eng.open(path, write=True, direct=direct, create=True)
+    used_direct = eng.direct
     filler = _Filler(pattern, size, block)
     written = 0
     tail = 0
@@ -147,61 +143,75 @@ def write_file(path: str, size: int, pattern: Pattern, *, block: int = BLOCK, di
         t0 = time.perf_counter()
         while written < size:
             pos, n, buf = filler.ready.get()
-            mv = memoryview(buf)
-            try:
-                if used_direct and n % 512:
-                    # a size that is not sector-aligned: the aligned part directly, the last
-                    # few bytes (< 512) through a second, buffered descriptor
-                    head = n // 512 * 512
-                    done = os.pwritev(fd, [mv[:head]], pos) if head else 0
-                    tail_fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                    try:
-                        done += os.pwritev(tail_fd, [mv[head:n]], pos + head)
-                        os.fsync(tail_fd)
-                    finally:
-                        os.close(tail_fd)
-                    tail = n - head
-                else:
-                    done = os.pwritev(fd, [mv[:n]], pos)
-                if done != n:
-                    raise DeviceFault(f"{path}: short write ({done} of {n} bytes at {pos}): the card may be full")
-                if not used_direct:
-                    _sync_file_range(fd, pos, n, _SFR_WRITE)
-                    if pos >= 2 * block:
-                        _sync_file_range(fd, pos - 2 * block, block,
-                                         _SFR_WAIT_BEFORE | _SFR_WRITE | _SFR_WAIT_AFTER)
-            except OSError as e:
-                raise os_error(e, path) from None
-            finally:
-                mv.release()
+            head = n // 512 * 512 if used_direct else n
+            if head:
+                done = _one_op(eng, "write", pos, buf, head)
+            else:
+                done = 0
+            if head < n:
+                # a size that is not sector-aligned: the last few bytes (< 512) through a second,
+                # buffered descriptor
+                done += _write_tail(path, memoryview(buf)[head:n], pos + head)
+                tail = n - head
+            if done != n:
+                raise DeviceFault(f"{path}: short write ({done} of {n} bytes at {pos}): the card may be full")
+            if not used_direct:
+                # write-behind: the kernel starts writing each chunk at once, and the one two
+                # chunks back must be on the card before the next goes out
+                eng.file.sync_range(pos, n, SFR_WRITE)
+                if pos >= 2 * block:
+                    eng.file.sync_range(pos - 2 * block, block, SFR_WAIT_BEFORE | SFR_WRITE | SFR_WAIT_AFTER)
             filler.free.put(buf)
             written += n
             if progress:
                 progress(n)
-        try:
-            os.fsync(fd)
-        except OSError as e:
-            raise os_error(e, path) from None
+        eng.sync()
         seconds = time.perf_counter() - t0
     finally:
         filler.close()
-        os.close(fd)
+        eng.close()
     io = "O_DIRECT" if used_direct else "buffered+sync_file_range"
     if tail:
         io += f" (last {tail} B buffered: size not a multiple of 512)"
-    method = {"io": io, "block_size": block,
-              "queue_depth": 1, "sync": "fsync inside timing"}
+    method = {"engine": engine, "io": io, "block_size": block, "queue_depth": 1, "sync": "fsync inside timing"}
     return Run(bytes=size, seconds=seconds), method
 
 
-def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool = True,
+def _one_op(eng, kind: str, offset: int, buf, length: int) -> int:
+    """One operation through an engine at depth 1; the bytes it moved."""
+    eng.submit(IoOp(kind, offset, buf, length))
+    done = 0
+    for c in eng.reap(1):
+        done += c.result
+    return done
+
+
+def _write_tail(path: str, view: memoryview, offset: int) -> int:
+    with DataFile.open(path, write=True, direct=False) as f:
+        try:
+            n = f.write_at(view, offset)
+        finally:
+            view.release()
+        f.sync()
+    return n
+
+
+def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool = True, engine: str = "sync",
               progress: Progress | None = None) -> tuple[Run, dict, dict[str, int]]:
-    """Read a file written by ``write_file`` cold: page cache dropped and checked, O_DIRECT,
-    content verified off the timed path. Returns the run, the method and the sector counts per
-    class of cardbench.patterns (ok, zero, overwritten, changed, foreign, garbage)."""
+    """Read a file written by ``write_file`` cold through ``engine``: page cache dropped and
+    checked, O_DIRECT, content verified off the timed path. Returns the run, the method and the
+    sector counts per class of cardbench.patterns (ok, zero, overwritten, changed, foreign,
+    garbage; all zero where the engine read it by itself and nothing was checked)."""
     resident = drop_cache(path)
+    cache = {"cache": "dropped (fsync + posix_fadvise DONTNEED), checked with mincore",
+             "resident_fraction_before": resident}
+    if not engine_info(engine).caps.operations:
+        run, method = _job_file(engine, path, os.path.getsize(path), "read", block=block, direct=direct)
+        return run, {**method, **cache}, dict.fromkeys(CLASSES, 0)
     size = os.path.getsize(path)
-    fd, used_direct = open_fd(path, write=False, direct=direct)
+    eng = get_engine(engine, 1)
+    eng.open(path, write=False, direct=direct)
+    used_direct = eng.direct
     bufs = [aligned_buffer(block) for _ in range(3)]
     counts = dict.fromkeys(CLASSES, 0)
     first_bad: list[int] = []
@@ -224,13 +234,7 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
                 futures[slot] = None
             n = min(block, size - pos)
             want = (n + 511) // 512 * 512 if used_direct else n
-            mv = memoryview(bufs[slot])
-            try:
-                got = os.preadv(fd, [mv[:want]], pos)
-            except OSError as e:
-                raise os_error(e, path) from None
-            finally:
-                mv.release()
+            got = _one_op(eng, "read", pos, bufs[slot], want)
             if got < n:
                 raise DeviceFault(f"{path}: short read ({got} of {n} bytes at {pos})")
             aligned_n = n // 512 * 512
@@ -246,15 +250,32 @@ def read_file(path: str, pattern: Pattern, *, block: int = BLOCK, direct: bool =
                 tally(f.result())
     finally:
         pool.shutdown(wait=True)
-        os.close(fd)
-        for b in bufs:
-            try:
-                b.close()
-            except BufferError:
-                pass
-    method = {"io": "O_DIRECT" if used_direct else "buffered after fadvise(DONTNEED)", "block_size": block,
-              "queue_depth": 1, "cache": "dropped (fsync + posix_fadvise DONTNEED), checked with mincore",
-              "resident_fraction_before": resident, "verified": True}
+        eng.close()
+        release(*bufs)
+    method = {"engine": engine, "io": "O_DIRECT" if used_direct else "buffered after fadvise(DONTNEED)",
+              "block_size": block, "queue_depth": 1, **cache, "verified": True}
     bad = sum(v for k, v in counts.items() if k != "ok")
     extra = {"check": dict(counts, first_bad=first_bad[0])} if bad else {}
     return Run(bytes=size, seconds=seconds, extra=extra), method, counts
+
+
+def _job_file(engine: str, path: str, size: int, op: str, *, block: int, direct: bool) -> tuple[Run, dict]:
+    """``write_file``/``read_file`` on an engine that runs whole jobs: one sequential job of
+    ``block``-byte requests at depth 1 over the file (whole blocks: the last partial block is
+    left out), fsync inside the timing for a write."""
+    area = size - size % block
+    if area < block:
+        raise UsageError(f"the {engine} engine moves whole {block}-byte blocks; {path} would hold {size} B")
+    run = run_job(engine, Job(path=path, op=op, block_size=block, area=area, size=area, create=(op == "write"),
+                              direct=direct, sync_end=True))
+    method = {"engine": engine, "io": "O_DIRECT" if direct else "buffered", "block_size": block,
+              "queue_depth": 1, "verified": False,
+              "data": f"{engine}'s own data (not checked)"}
+    if op == "write":
+        method["sync"] = "fsync inside timing"
+    for key in ("fio_version", "fio_command"):
+        if key in run.extra:
+            method[key] = run.extra[key]
+    if area != size:
+        method["file_bytes_moved"] = area
+    return Run(bytes=run.bytes, seconds=run.seconds), method

@@ -20,8 +20,9 @@ from typing import Callable
 
 from cardbench.errors import UsageError
 from cardbench.result import Run, TestResult
-from cardbench.workloads.random import (DEFAULT_MAX_FILL_SECONDS, ENGINES, TestArea, open_area, parse_pattern,
-                                        run_pattern, sigterm_raises)
+from cardbench.engine.registry import check_depth, engine_info
+from cardbench.signals import sigterm_raises
+from cardbench.workloads.random import DEFAULT_MAX_FILL_SECONDS, TestArea, open_area, parse_pattern, run_pattern
 
 #: The matrix, in the order it runs.
 MATRIX_TESTS = (
@@ -62,8 +63,7 @@ def run_matrix(path: str, engine: str = "queued", *, runs: int = DEFAULT_RUNS, w
     ``engine``: queued (default; io_uring), fio, or sync (QD1 tests only: the QD8/QD32 tests
     are then reported as skipped). ``size``: the test area (default: adapts, see the module).
     """
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r} (choose {', '.join(ENGINES)})")
+    engine_info(engine)      # an unknown engine is refused before anything is written
     specs = [parse_pattern(t) for t in tests]
     with sigterm_raises():
         area = open_area(path, size, fill=True, write=False, max_fill_seconds=max_fill_seconds)
@@ -90,6 +90,8 @@ def run_matrix(path: str, engine: str = "queued", *, runs: int = DEFAULT_RUNS, w
 def _skip_reason(spec, engine: str, area: TestArea, allow_write: bool) -> str | None:
     if spec.is_write and area.kind in ("device", "image") and not allow_write:
         return f"writing to {area.path} was not allowed (allow_write=False)"
-    if engine == "sync" and spec.queue_depth > 1:
-        return f"the sync engine does one operation at a time (queue depth {spec.queue_depth} needs queued or fio)"
+    try:
+        check_depth(engine, spec.queue_depth)
+    except UsageError as e:
+        return e.message
     return None

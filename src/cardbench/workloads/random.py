@@ -20,42 +20,40 @@ Random offsets are aligned to the block size, drawn uniformly (with repetition) 
 Sequential runs start at the area's start and stop at its end. Writes end with an fsync inside
 the timed part (fio: ``end_fsync=1``), so a figure means "on the card", not "in a cache".
 
-Engines: ``sync`` (QD1 only), ``queued`` (io_uring or threads, any depth up to 256) and ``fio``
-(the same job through fio, see :mod:`cardbench.engine.fio`).
+Engines: any registered one (:mod:`cardbench.engine.registry`; ``sync`` QD1 only, ``queued``
+io_uring or threads up to depth 256, ``fio`` the same job through fio), run through
+:func:`cardbench.engine.jobs.run_job`.
 """
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
-import signal
-import stat
-import threading
 import time
-from array import array
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import numpy as np
-
-from cardbench.engine.base import AlignedBuffers, aligned_buffer, closed_loop, os_error
-from cardbench.errors import DeviceFault, Interrupted, SafetyRefusal, TargetError, UsageError
+from cardbench.engine.buffers import aligned_buffer, release
+from cardbench.engine.data import DataFile
+from cardbench.engine.errors import IoFault
+from cardbench.engine.jobs import Job, run_job
+from cardbench.engine.registry import check_depth
+from cardbench.errors import SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
-from cardbench.stats import percentiles
+from cardbench.signals import sigterm_raises
+from cardbench.target import AREA_ALIGN, Target
+from cardbench.units import block_label
 
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 
-ENGINES = ("sync", "queued", "fio")
+#: what an engine puts into a run's ``extra`` that belongs in the test's method
+RUN_METHOD_KEYS = ("backend", "fio_version", "fio_command")
 #: Default test area on a filesystem (KDiskMark and CrystalDiskMark use 1 GiB too).
 DEFAULT_AREA = 1 * GiB
-#: Areas are whole MiB so every block size up to 1 MiB divides them.
-AREA_ALIGN = 1 * MiB
 #: Filling the area of a slow card stops after this long; the area is what was written.
 DEFAULT_MAX_FILL_SECONDS = 60.0
 MAX_THREADS = 64
@@ -113,12 +111,7 @@ def parse_pattern(name: str) -> PatternSpec:
 
 def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
     """The name of a pattern (inverse of :func:`parse_pattern`)."""
-    if block_size % MiB == 0:
-        b = f"{block_size // MiB}m"
-    elif block_size % KiB == 0:
-        b = f"{block_size // KiB}k"
-    else:
-        b = str(block_size)
+    b = block_label(block_size)
     return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
 
 
@@ -166,40 +159,6 @@ class TestArea:
         self.close()
 
 
-def target_kind(path: str) -> str:
-    """"directory", "device" or "image" (a regular file), or TargetError."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TargetError(f"{path}: no such file or directory") from None
-    except OSError as e:
-        raise os_error(e, path) from None
-    if stat.S_ISDIR(st.st_mode):
-        return "directory"
-    if stat.S_ISBLK(st.st_mode):
-        return "device"
-    if stat.S_ISREG(st.st_mode):
-        return "image"
-    raise TargetError(f"{path}: not a directory, block device or image file")
-
-
-def device_size(path: str) -> int:
-    """Size in bytes of a block device or file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as e:
-        raise os_error(e, path) from None
-    try:
-        return os.lseek(fd, 0, os.SEEK_END)
-    finally:
-        os.close(fd)
-
-
-def free_bytes(directory: str) -> int:
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize
-
-
 def check_write_allowed(area_or_kind: TestArea | str, path: str, allow_write: bool) -> None:
     kind = area_or_kind.kind if isinstance(area_or_kind, TestArea) else area_or_kind
     if kind in ("device", "image") and not allow_write:
@@ -216,43 +175,31 @@ def open_area(path: str, size: int | None = None, *, fill: bool = True, write: b
     the whole range on a device or image). ``write``: the tests will write (a device or image
     then needs ``allow_write``). ``progress(done, total)`` is called while filling.
     """
-    kind = target_kind(path)
+    target = Target.at(path)
     if size is not None and (not isinstance(size, int) or size <= 0):
         raise UsageError(f"the test area size must be a positive number of bytes, got {size!r}")
-    if kind == "directory":
-        free = free_bytes(path)
-        want = size if size is not None else min(DEFAULT_AREA, free // 4)
-        want = min(want, max(0, free - max(64 * MiB, free // 50)))
-        want -= want % AREA_ALIGN
-        if want < AREA_ALIGN:
-            raise TargetError(f"{path}: too little free space for a test area ({free} B free)")
-        return _make_file_area(path, want, fill=fill, max_fill_seconds=max_fill_seconds, tag=tag,
+    if target.is_directory:
+        _, want = target.area(size, default=DEFAULT_AREA, share=0.25)
+        return _make_file_area(target, want, fill=fill, max_fill_seconds=max_fill_seconds, tag=tag,
                                progress=progress)
     if write:
-        check_write_allowed(kind, path, allow_write)
-    total = device_size(path)
+        check_write_allowed(target.kind, path, allow_write)
     if offset < 0 or offset % AREA_ALIGN:
         raise UsageError(f"the area offset must be a multiple of {AREA_ALIGN} B")
-    avail = total - offset
-    want = avail if size is None else min(size, avail)
-    want -= want % AREA_ALIGN
-    if want < AREA_ALIGN:
-        raise TargetError(f"{path}: too small for a test area ({total} B)")
-    return TestArea(path=path, offset=offset, size=want, kind=kind)
+    offset, want = target.area(size, offset=offset)
+    return TestArea(path=path, offset=offset, size=want, kind=target.kind)
 
 
-def _make_file_area(directory: str, size: int, *, fill: bool, max_fill_seconds: float | None, tag: int | None,
+def _make_file_area(target: Target, size: int, *, fill: bool, max_fill_seconds: float | None, tag: int | None,
                     progress) -> TestArea:
-    from cardbench.engine.base import open_fd
-    name = f".cardbench-area-{os.getpid()}-{os.urandom(4).hex()}.tmp"
-    fpath = os.path.join(directory, name)
-    fd, direct = open_fd(fpath, write=True, direct=True, create=True)
+    fpath = target.scratch_file("area")
+    f = DataFile.open(fpath, write=True, create=True)
     area = TestArea(path=fpath, offset=0, size=size, kind="file", created=True)
     try:
-        if not direct:
+        if not f.direct:
             area.warnings.append("the filesystem refused O_DIRECT: the area was written through the page cache")
         if not fill:
-            os.ftruncate(fd, size)
+            os.ftruncate(f.fd, size)
             return area
         pat = Pattern(tag if tag is not None else int.from_bytes(os.urandom(8), "little"))
         chunk = 4 * MiB if size >= 64 * MiB else AREA_ALIGN
@@ -266,203 +213,58 @@ def _make_file_area(directory: str, size: int, *, fill: bool, max_fill_seconds: 
                 n = min(chunk, size - done)
                 pat.fill(mv[:n], done)
                 try:
-                    w = os.pwritev(fd, [mv[:n]], done)
-                except OSError as e:
-                    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    w = f.write_at(mv[:n], done)
+                except IoFault as e:
+                    if e.full:
                         stopped = "the filesystem filled up"
                         break
-                    raise os_error(e, fpath) from None
+                    raise
                 done += w
                 if progress:
                     progress(done, size)
                 if max_fill_seconds is not None and time.perf_counter() - t0 > max_fill_seconds and done < size:
                     stopped = f"filling took longer than {max_fill_seconds:g} s"
                     break
-            os.fsync(fd)
+            f.sync()
         finally:
-            mv.release()
-            buf.close()
+            release(mv, buf)
         area.fill_seconds = time.perf_counter() - t0
         done -= done % AREA_ALIGN
         if done < size:
             if done < AREA_ALIGN:
-                raise TargetError(f"{directory}: could not write a test area ({stopped})")
-            os.ftruncate(fd, done)
+                raise TargetError(f"{target.path}: could not write a test area ({stopped})")
+            os.ftruncate(f.fd, done)
             area.warnings.append(f"test area reduced to {done} B of the {size} B asked: {stopped}")
             area.size = done
         area.filled_bytes = done
         return area
     except BaseException:
-        os.close(fd)
-        fd = -1
+        f.close()
         area.close()
         raise
     finally:
-        if fd >= 0:
-            os.close(fd)
+        f.close()
 
 
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """While inside, SIGTERM raises Interrupted (so ``finally`` blocks clean up), main thread only,
-    and only if nobody else handles SIGTERM."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
+# --- one run -------------------------------------------------------------------------------
 
-    def _raise(signum, frame):
-        raise Interrupted("stopped by SIGTERM; cleanup has run")
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-# --- engines -------------------------------------------------------------------------------
-
-def make_engine(engine: str, queue_depth: int, backend: str = "auto"):
-    """A submit/reap engine (``sync`` or ``queued``)."""
-    if engine == "sync":
-        if queue_depth != 1:
-            raise UsageError(f"the sync engine does one operation at a time; queue depth {queue_depth} "
-                             "needs engine queued or fio")
-        from cardbench.engine.sync import SyncEngine
-        return SyncEngine()
-    if engine == "queued":
-        from cardbench.engine.queued import QueuedEngine
-        return QueuedEngine(queue_depth, backend=backend)
-    raise UsageError(f"unknown engine {engine!r} (choose {', '.join(ENGINES)})")
-
-
-@dataclass
-class _Loop:
-    bytes: int = 0
-    ops: int = 0
-    t0: float = 0.0
-    t1: float = 0.0
-    lat: array = field(default_factory=lambda: array("d"))
-    stopped: str = "size"
-    direct: bool = True
-    backend: str | None = None
-    error: BaseException | None = None
-
-
-def _offsets(spec: PatternSpec, area: TestArea, seed: int) -> Iterator[int]:
-    bs = spec.block_size
-    nblocks = area.size // bs
-    base = area.offset
-    if spec.sequential:
-        i = 0
-        while True:
-            yield base + i * bs
-            i += 1
-            if i == nblocks:
-                i = 0
-    rng = np.random.Generator(np.random.PCG64(seed))
-    while True:
-        chunk = (rng.integers(0, nblocks, size=65536, dtype=np.int64) * bs + base).tolist()
-        yield from chunk
-
-
-def _one_loop(spec: PatternSpec, area: TestArea, engine: str, *, max_ops: int, duration: float, direct: bool,
-              seed: int, tag: int, sync_end: bool, backend: str, barrier: threading.Barrier | None,
-              out: _Loop) -> None:
-    """One thread's share of a run: keep ``queue_depth`` operations in flight until the deadline
-    or ``max_ops``; then wait for those in flight (and fsync after writes)."""
-    bs = spec.block_size
-    qd = spec.queue_depth
-    kind = spec.op
-    eng = make_engine(engine, qd, backend)
-    bufs: AlignedBuffers | None = None
-    try:
-        eng.open(area.path, write=spec.is_write, direct=direct)
-        out.direct = getattr(eng, "direct", direct)
-        out.backend = getattr(eng, "backend", None)
-        bufs = AlignedBuffers(min(qd, max_ops), bs)
-        if spec.is_write:
-            pat = Pattern(tag)
-            for i, b in enumerate(bufs):
-                pat.fill(b, i * bs)
-        offs = _offsets(spec, area, seed)
-        if barrier is not None:
-            barrier.wait()
-        loop = closed_loop(eng, kind, bufs, bs, offs.__next__, max_ops=max_ops, duration=duration,
-                           latencies=out.lat)
-        if spec.is_write and sync_end:
-            eng.sync()       # inside the timed part (fio: end_fsync=1)
-        out.t1 = time.perf_counter()
-        out.t0, out.bytes, out.ops, out.stopped = loop.t0, loop.bytes, loop.ops, loop.stopped
-    except BaseException as e:   # handed to the caller's thread
-        out.error = e
-        if barrier is not None:
-            barrier.abort()
-    finally:
-        try:
-            eng.close()
-        finally:
-            if bufs is not None:
-                bufs.close()
+def job_for(spec: PatternSpec, area: TestArea, *, duration: float, size: int | None, direct: bool,
+            seed: int | None, sync_end: bool, backend: str) -> Job:
+    """The engine job of one run of ``spec`` on ``area``."""
+    return Job(path=area.path, op=spec.op, block_size=spec.block_size, area=area.size - area.size % spec.block_size,
+               offset=area.offset, sequential=spec.sequential, queue_depth=spec.queue_depth, threads=spec.threads,
+               size=area.size if size is None else size, duration=duration, direct=direct, sync_end=sync_end,
+               seed=seed, backend=backend)
 
 
 def run_once(spec: PatternSpec, area: TestArea, engine: str = "queued", *, duration: float = 3.0,
              size: int | None = None, direct: bool = True, seed: int | None = None, sync_end: bool = True,
              backend: str = "auto") -> Run:
     """One timed run of ``spec`` on ``area`` with ``engine``; the Run has ops and latency_s."""
-    bs = spec.block_size
-    if area.size < bs:
-        raise UsageError(f"the test area ({area.size} B) is smaller than one block ({bs} B)")
-    cap = area.size if size is None else size
-    if engine == "fio":
-        from cardbench.engine.fio import run_fio
-        run = run_fio(area.path, spec.fio_rw, bs, spec.queue_depth, spec.threads, size=cap, runtime=duration,
-                      area=area.size - area.size % bs, offset=area.offset, direct=direct,
-                      end_fsync=spec.is_write and sync_end)
-        run.extra["stopped"] = "duration" if run.bytes < cap * spec.threads else "size"
-        return run
-    max_ops = max(1, cap // bs)
-    seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
-    loops = [_Loop() for _ in range(spec.threads)]
-    kwargs = dict(max_ops=max_ops, duration=duration, direct=direct, sync_end=sync_end, backend=backend)
-    if spec.threads == 1:
-        _one_loop(spec, area, engine, seed=seed, tag=seed, barrier=None, out=loops[0], **kwargs)
-    else:
-        barrier = threading.Barrier(spec.threads)
-        threads = [threading.Thread(target=_one_loop, name=f"cardbench-{spec.name}-{i}",
-                                    args=(spec, area, engine),
-                                    kwargs=dict(seed=seed + i, tag=seed + i, barrier=barrier, out=loops[i], **kwargs))
-                   for i in range(spec.threads)]
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                t.join()
-        except BaseException:
-            # Ctrl-C / SIGTERM while waiting: the workers stop by themselves at the deadline;
-            # wait for them so nothing still writes when the caller cleans up
-            for t in threads:
-                t.join()
-            raise
-    errors = [lp.error for lp in loops if lp.error is not None and not isinstance(lp.error, threading.BrokenBarrierError)]
-    if errors:
-        raise errors[0]
-    if any(lp.error for lp in loops):
-        raise DeviceFault(f"{area.path}: a worker thread failed to start")
-    t0 = min(lp.t0 for lp in loops)
-    t1 = max(lp.t1 for lp in loops)
-    lat: Any = loops[0].lat
-    for lp in loops[1:]:
-        lat.extend(lp.lat)
-    extra: dict[str, Any] = {"stopped": sorted({lp.stopped for lp in loops})[0] if len(loops) == 1
-                             else ",".join(sorted({lp.stopped for lp in loops}))}
-    if not all(lp.direct for lp in loops):
-        extra["direct"] = False
-    if loops[0].backend:
-        extra["backend"] = loops[0].backend
-    return Run(bytes=sum(lp.bytes for lp in loops), seconds=t1 - t0, ops=sum(lp.ops for lp in loops),
-               latency_s=percentiles(lat) if len(lat) else None, extra=extra)
+    if area.size < spec.block_size:
+        raise UsageError(f"the test area ({area.size} B) is smaller than one block ({spec.block_size} B)")
+    return run_job(engine, job_for(spec, area, duration=duration, size=size, direct=direct, seed=seed,
+                                   sync_end=sync_end, backend=backend))
 
 
 def run_pattern(path: str | TestArea, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
@@ -476,11 +278,7 @@ def run_pattern(path: str | TestArea, name: str, engine: str = "queued", runs: i
     ``progress(name, i, run)`` after each run (i < 0 for warm-up runs).
     """
     spec = parse_pattern(name)
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r} (choose {', '.join(ENGINES)})")
-    if engine == "sync" and spec.queue_depth != 1:
-        raise UsageError(f"{spec.name}: the sync engine does one operation at a time; "
-                         f"use engine queued or fio for queue depth {spec.queue_depth}")
+    check_depth(engine, spec.queue_depth, spec.name)
     if not isinstance(runs, int) or runs < 1:
         raise UsageError(f"runs must be at least 1, got {runs!r}")
     if not isinstance(warmup, int) or warmup < 0:
@@ -540,11 +338,9 @@ def _measure(spec: PatternSpec, area: TestArea, engine: str, *, runs: int, warmu
         "stop": "at duration or size, whichever first",
         **area.describe(),
     }
-    if engine == "queued":
-        method["backend"] = first.extra.get("backend")
-    if engine == "fio":
-        method["fio_version"] = first.extra.get("fio_version")
-        method["fio_command"] = first.extra.get("fio_command")
+    for key in RUN_METHOD_KEYS:     # how the engine ran it (queued: backend; fio: version, command)
+        if key in first.extra:
+            method[key] = first.extra.get(key)
     if not method["direct"]:
         result.warnings.append("O_DIRECT was refused: the figures may include the page cache")
     if all(r.extra.get("stopped") == "size" for r in result.runs) and any(

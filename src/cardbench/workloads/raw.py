@@ -2,19 +2,21 @@
 over the whole device (rate against position), and ``raw_access`` (4 KiB random reads at queue
 depth 1, latency percentiles).
 
-All use O_DIRECT through the sync engine, so the page cache never answers. ``raw_write`` writes
-pattern data and is only reached through the safety rules (cardbench.devices.safety); with a
-``preserve`` object every region is saved (and journaled) before it is overwritten.
+All move bytes through the I/O layer (:class:`cardbench.engine.data.DataFile`: O_DIRECT, one
+call per request), so the page cache never answers. ``raw_write`` writes pattern data and is
+only reached through the safety rules (cardbench.devices.safety); with a ``preserve`` object
+every region is saved (and journaled) before it is overwritten
+(:class:`cardbench.engine.data.Saved`; each sample is saved ahead, outside its timing).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from typing import Callable
 
-from cardbench.engine.base import aligned_buffer, os_error
+from cardbench.engine.buffers import aligned_buffer, release
+from cardbench.engine.data import DataFile, Saved
 from cardbench.errors import DeviceFault
 from cardbench.patterns import Pattern
 from cardbench.result import Run
@@ -24,25 +26,8 @@ BLOCK = 1 << 20
 Progress = Callable[[int], None]
 
 
-def _close(buf) -> None:
-    """Close an I/O buffer; a slice still held by the traceback of a Ctrl-C (pattern.fill was
-    running) must not turn the interruption into a BufferError: the collector frees it then."""
-    try:
-        buf.close()
-    except BufferError:
-        pass
-
-
-def device_size(fd: int) -> int:
-    return os.lseek(fd, 0, os.SEEK_END)
-
-
-def open_device(path: str, write: bool = False) -> int:
-    flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_DIRECT | os.O_CLOEXEC
-    try:
-        return os.open(path, flags)
-    except OSError as e:
-        raise os_error(e, path) from None
+def open_device(path: str, write: bool = False) -> DataFile:
+    return DataFile.open(path, write=write)
 
 
 def positions(size: int, count: int, sample: int, align: int = BLOCK) -> list[int]:
@@ -54,7 +39,7 @@ def positions(size: int, count: int, sample: int, align: int = BLOCK) -> list[in
     return sorted({(last * i // (count - 1)) // align * align for i in range(count)})
 
 
-def _timed_span(fd: int, path: str, kind: str, offset: int, length: int, buf, pattern: Pattern | None,
+def _timed_span(dev, kind: str, offset: int, length: int, buf, pattern: Pattern | None,
                 progress: Progress | None) -> float:
     """Read or write ``length`` bytes from ``offset`` in BLOCK requests; seconds taken."""
     mv = memoryview(buf)
@@ -66,18 +51,17 @@ def _timed_span(fd: int, path: str, kind: str, offset: int, length: int, buf, pa
             if kind == "write":
                 assert pattern is not None
                 pattern.fill(mv[:n], offset + done)
-                got = os.pwritev(fd, [mv[:n]], offset + done)
+                got = dev.write_at(mv[:n], offset + done)
             else:
-                got = os.preadv(fd, [mv[:n]], offset + done)
+                got = dev.read_at(mv[:n], offset + done)
             if got != n:
-                raise DeviceFault(f"{path}: short {kind} at byte {offset + done} ({got} of {n}): the device ended early")
+                raise DeviceFault(f"{dev.path}: short {kind} at byte {offset + done} ({got} of {n}): "
+                                  "the device ended early")
             done += n
             if progress:
                 progress(n)
         if kind == "write":
-            os.fsync(fd)
-    except OSError as e:
-        raise os_error(e, f"{path} at byte {offset + done}") from None
+            dev.sync()
     finally:
         mv.release()
     return time.perf_counter() - t0
@@ -87,36 +71,37 @@ def sampled_sweep(path: str, kind: str, *, count: int, sample: int, pattern: Pat
                   preserve=None, progress: Progress | None = None) -> Run:
     """One sweep: ``count`` samples of ``sample`` bytes at evenly spread positions. The run's
     bytes and seconds are the sums; ``extra['positions']`` is [[offset, bytes_per_s], ...]."""
-    fd = open_device(path, write=(kind == "write"))
+    f = open_device(path, write=(kind == "write"))
+    dev = Saved(f, preserve) if preserve is not None and kind == "write" else f
     buf = aligned_buffer(BLOCK)
     try:
-        size = device_size(fd)
+        size = f.size()
         sample = max(BLOCK, min(sample, size // BLOCK * BLOCK))
         points = []
         total_s = 0.0
         total_b = 0
         for off in positions(size, count, sample):
-            if preserve is not None and kind == "write":
-                preserve.save(off, sample)
-            s = _timed_span(fd, path, kind, off, sample, buf, pattern, progress)
+            if isinstance(dev, Saved):
+                dev.save_ahead(off, sample)
+            s = _timed_span(dev, kind, off, sample, buf, pattern, progress)
             points.append([off, sample / s])
             total_s += s
             total_b += sample
         return Run(bytes=total_b, seconds=total_s, extra={"positions": points, "sample_bytes": sample})
     finally:
-        os.close(fd)
-        _close(buf)
+        f.close()
+        release(buf)
 
 
 def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
     """A sample size such that a sweep of ``count`` samples lasts about ``target_seconds``."""
-    fd = open_device(path)
+    f = open_device(path)
     buf = aligned_buffer(BLOCK)
     try:
-        size = device_size(fd)
+        size = f.size()
         probe = BLOCK
         while True:
-            s = _timed_span(fd, path, "read", 0, min(probe, size), buf, None, None)
+            s = _timed_span(f, "read", 0, min(probe, size), buf, None, None)
             if s >= 0.25 or probe * 4 > size:
                 break
             probe *= 4
@@ -124,37 +109,33 @@ def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
         sample = int(rate * target_seconds / count) // BLOCK * BLOCK
         return max(BLOCK, min(sample, size // count // BLOCK * BLOCK or BLOCK))
     finally:
-        os.close(fd)
-        _close(buf)
+        f.close()
+        release(buf)
 
 
 def random_access(path: str, *, duration: float = 2.0, block: int = 4096, max_ops: int = 100_000,
                   seed: int | None = None) -> Run:
     """4 KiB random reads at queue depth 1 spread over the whole device, for ``duration`` s."""
-    fd = open_device(path)
+    f = open_device(path)
     buf = aligned_buffer(block)
     mv = memoryview(buf)
     rng = random.Random(seed)
     lat: list[float] = []
     try:
-        blocks = device_size(fd) // block
+        blocks = f.size() // block
         t_start = time.perf_counter()
         deadline = t_start + duration
         now = t_start
         while now < deadline and len(lat) < max_ops:
             off = rng.randrange(blocks) * block
             t0 = time.perf_counter()
-            try:
-                got = os.preadv(fd, [mv], off)
-            except OSError as e:
-                raise os_error(e, f"{path} at byte {off}") from None
+            got = f.read_at(mv, off)
             now = time.perf_counter()
             if got != block:
                 raise DeviceFault(f"{path}: short read at byte {off}")
             lat.append(now - t0)
         seconds = now - t_start
     finally:
-        mv.release()
-        os.close(fd)
-        _close(buf)
+        release(mv, buf)
+        f.close()
     return Run(bytes=len(lat) * block, seconds=seconds, ops=len(lat), latency_s=percentiles(lat))

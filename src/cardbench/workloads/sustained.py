@@ -29,24 +29,23 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cardbench.engine.base import IoOp, aligned_buffer
-from cardbench.errors import DeviceFault, TargetError, UsageError
+from cardbench.engine.base import IoOp
+from cardbench.engine.buffers import aligned_buffer
+from cardbench.engine.errors import IoFault
+from cardbench.engine.registry import get_engine
+from cardbench.errors import TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
+from cardbench.signals import sigterm_raises
 from cardbench.stats import percentiles
-from cardbench.workloads.random import (MiB, check_write_allowed, device_size, free_bytes, make_engine,
-                                        sigterm_raises, target_kind)
+from cardbench.target import Target, default_margin
+from cardbench.workloads.random import MiB, check_write_allowed
 
 DEFAULT_CHUNK = 4 * MiB
 #: slices per run (about 0.5% each)
 DEFAULT_SLICES = 200
 #: the fast level must be this much faster than the slow one to count as a cache
 MIN_CACHE_RATIO = 1.2
-
-
-def default_margin(free: int) -> int:
-    """Space left free on a filesystem: 2% of the free space, at least 64 MiB."""
-    return max(64 * MiB, free // 50)
 
 
 def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFAULT_CHUNK, allow_write: bool = False,
@@ -62,13 +61,14 @@ def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFA
     """
     if not isinstance(chunk, int) or chunk < 4096 or chunk % 4096:
         raise UsageError(f"the chunk must be a multiple of 4 KiB, got {chunk!r}")
-    kind = target_kind(path)
+    target = Target.at(path)
+    kind = target.kind
     if total_bytes is not None and (not isinstance(total_bytes, int) or total_bytes < chunk):
         raise UsageError(f"total_bytes must be at least one chunk ({chunk} B), got {total_bytes!r}")
     warnings: list[str] = []
     with sigterm_raises():
         if kind == "directory":
-            free = free_bytes(path)
+            free = target.free_now()
             m = default_margin(free) if margin is None else margin
             avail = free - m
             total = avail if total_bytes is None else min(total_bytes, avail)
@@ -77,12 +77,12 @@ def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFA
             total -= total % chunk
             if total < chunk:
                 raise TargetError(f"{path}: too little free space for a sustained write ({free} B free)")
-            target = os.path.join(path, f".cardbench-sustained-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+            dest = target.scratch_file("sustained")
             start = 0
             create = True
         else:
             check_write_allowed(kind, path, allow_write)
-            size = device_size(path)
+            size = target.size()
             if offset < 0 or offset % 4096 or offset >= size:
                 raise UsageError(f"offset must be a multiple of 4 KiB inside the device, got {offset!r}")
             avail = size - offset
@@ -90,7 +90,7 @@ def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFA
             total -= total % chunk
             if total < chunk:
                 raise TargetError(f"{path}: too small for a sustained write")
-            target = path
+            dest = path
             start = offset
             create = False
         if slice_bytes is None:
@@ -98,13 +98,13 @@ def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFA
         elif slice_bytes < chunk or slice_bytes % chunk:
             raise UsageError(f"slice_bytes must be a multiple of the chunk ({chunk} B)")
         try:
-            result = _write(target, start, total, chunk, slice_bytes, create=create, engine=engine,
+            result = _write(dest, start, total, chunk, slice_bytes, create=create, engine=engine,
                             queue_depth=queue_depth, max_seconds=max_seconds, direct=direct, tag=tag,
                             progress=progress, warnings=warnings)
         finally:
             if create:
                 try:
-                    os.unlink(target)
+                    os.unlink(dest)
                 except FileNotFoundError:
                     pass
     ana = analyze_curve(result.extra["curve"], min_ratio=min_ratio)
@@ -118,7 +118,7 @@ def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFA
 def _write(target: str, start: int, total: int, chunk: int, slice_bytes: int, *, create: bool, engine: str,
            queue_depth: int, max_seconds: float | None, direct: bool, tag: int | None, progress,
            warnings: list[str]) -> TestResult:
-    eng = make_engine(engine, queue_depth)
+    eng = get_engine(engine, queue_depth)
     tag = int.from_bytes(os.urandom(8), "little") if tag is None else tag
     pat = Pattern(tag)
     nbuf = max(1, queue_depth)
@@ -131,7 +131,7 @@ def _write(target: str, start: int, total: int, chunk: int, slice_bytes: int, *,
     t_start = t_end = 0.0
     try:
         eng.open(target, write=True, direct=direct, create=create)
-        if not getattr(eng, "direct", direct):
+        if not eng.direct:
             warnings.append("O_DIRECT was refused: the rates include the page cache")
         perf = time.perf_counter
         free_bufs = list(range(nbuf))
@@ -150,8 +150,8 @@ def _write(target: str, start: int, total: int, chunk: int, slice_bytes: int, *,
                 break
             try:
                 comps = eng.reap(1)
-            except DeviceFault as e:
-                if create and "full" in e.message:
+            except IoFault as e:
+                if create and e.full:
                     stopped = "the filesystem filled up"
                     warnings.append(f"stopped after {written} B: the filesystem filled up")
                     stop = True
@@ -184,7 +184,7 @@ def _write(target: str, start: int, total: int, chunk: int, slice_bytes: int, *,
             curve.append([written, (written - slice_start_b) / dt if dt > 0 else float("inf")])
         try:
             eng.sync()
-        except DeviceFault as e:
+        except IoFault as e:
             warnings.append(f"fsync failed: {e.message}")
         t_synced = perf()
     finally:
@@ -197,12 +197,12 @@ def _write(target: str, start: int, total: int, chunk: int, slice_bytes: int, *,
         warnings.append(f"{stopped} after {written} of {total} B")
     method: dict[str, Any] = {
         "engine": engine,
-        "backend": getattr(eng, "backend", None),
+        "backend": eng.backend,
         "queue_depth": queue_depth,
         "chunk": chunk,
         "slice_bytes": slice_bytes,
         "total_bytes": total,
-        "direct": direct and getattr(eng, "direct", direct),
+        "direct": direct and eng.direct,
         "sync_end": True,
         "max_seconds": max_seconds,
         "pattern": "sequential",

@@ -1,0 +1,59 @@
+"""The one signals module: SIGTERM raises Interrupted inside ``sigterm_raises`` whether or not the
+CLI installed its handler first (the CLI's handler no longer turns it into a no-op), the default
+action comes back afterwards, and a program's own handler is never replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from cardbench import signals
+from cardbench.errors import Interrupted
+
+
+@pytest.fixture
+def sigterm_default():
+    old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def _term():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_block_raises_and_restores_the_default(sigterm_default):
+    with pytest.raises(Interrupted, match="SIGTERM"):
+        with signals.sigterm_raises() as raises:
+            assert raises
+            _term()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_under_the_cli_handler_the_block_still_raises(sigterm_default):
+    signals.install_sigterm()
+    with signals.sigterm_raises() as raises:
+        assert raises
+        with signals.sigterm_raises():        # nested: still ours
+            pass
+        with pytest.raises(Interrupted):
+            _term()
+    assert signals.sigterm_is_handled()        # the CLI's handler stays for the process
+
+
+def test_a_programs_own_handler_is_left_alone(sigterm_default):
+    got = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    with signals.sigterm_raises() as raises:
+        assert not raises
+        _term()
+    assert got == [signal.SIGTERM]
+
+
+def test_held_signals_are_recorded_not_raised(sigterm_default):
+    signals.install_sigterm()
+    with signals.signals_held() as got:
+        _term()
+    assert got == [signal.SIGTERM] and signals.sigterm_is_handled()
