@@ -31,7 +31,9 @@ def test_run_directory_holds_the_card(row, tmp_path, emu_dir):
         other = os.path.join(mnt, "photos")
         os.mkdir(other)
         base = counters(c)
-        first = start_cli("run", mnt, "--size", "12MB", "--runs", "1", "--db", str(db), workdir=tmp_path)
+        # long enough (3 files of 24 MB at 10 MB/s write + 20 MB/s read: about 11 s) that the four
+        # refused commands (each a Python start-up, slower on a loaded machine) all land inside it
+        first = start_cli("run", mnt, "--size", "24MB", "--runs", "2", "--db", str(db), workdir=tmp_path)
         wait_until(when_written(c, 1 * MB, base), 30, "the first run's writes", first)
         seconds = []
         for args in (("run", mnt, "--size", "4MB", "--runs", "1", "--db", str(db)),
