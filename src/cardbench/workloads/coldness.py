@@ -34,7 +34,7 @@ from typing import Callable
 
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
-from cardbench.errors import CardbenchError
+from cardbench.engine.errors import IoFault, IoSetupError
 from cardbench.workloads.files import drop_cache
 
 #: BLKFLSBUF, linux/fs.h _IO(0x12, 97): flush a block device's buffers and drop its page cache
@@ -64,7 +64,7 @@ def filesystem_on(device: str) -> str | None:
         with DataFile.open(device, write=False, direct=False) as dev:
             head = bytearray(512)
             dev.read_at(head, 0)
-    except CardbenchError:
+    except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
         return None
     head = bytes(head)
     if head[3:11] == b"EXFAT   ":
@@ -120,7 +120,7 @@ def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) 
     or None when the device cannot be read."""
     try:
         dev = DataFile.open(device, write=False, direct=True)
-    except CardbenchError:
+    except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
         return None
     if not dev.direct:  # a device that refuses O_DIRECT would answer from its page cache
         dev.close()
@@ -148,7 +148,7 @@ def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) 
                 break
         seconds = time.perf_counter() - t0
         return done / seconds if done and seconds > 0 else None
-    except CardbenchError:
+    except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
         return None
     finally:
         dev.close()
