@@ -302,7 +302,8 @@ def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
 
 def _seed_texts() -> list[str]:
     out = []
-    for p in sorted(DATA.glob("*")) if DATA.is_dir() else []:
+    # every fixture, the peers' real and documented outputs too (data/peers, data/peers/fio_real)
+    for p in sorted(q for q in DATA.rglob("*") if q.is_file() and q.suffix != ".md") if DATA.is_dir() else []:
         try:
             out.append(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):

@@ -314,7 +314,7 @@ def test_real_dd_and_every_coreutils_wording(tmp_path):
 # --- detection, CLI ------------------------------------------------------------------------
 
 def test_unknown_format_lists_what_was_tried():
-    with pytest.raises(UsageError, match="tried cardbench JSON, fio JSON, fio terse, KDiskMark.*CSV"):
+    with pytest.raises(UsageError, match="tried cardbench JSON, fio JSON, fio terse, fio normal output, KDiskMark.*CSV"):
         import_text("just some words\nand nothing more\n")
 
 

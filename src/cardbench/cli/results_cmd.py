@@ -153,8 +153,9 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
 @click.option("--dry-run", is_flag=True, help="Read and check only: print what was found and every flag; save nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, dry_run, quiet):
-    """Import results: fio JSON/terse, KDiskMark, CrystalDiskMark, f3, H2testw, hdparm, dd, a
-    classic survey table, a legacy CSV or a cardbench export.
+    """Import results: fio (JSON, terse or its normal output), KDiskMark,
+    CrystalDiskMark, f3, H2testw, hdparm, dd, a classic survey table, a legacy CSV
+    or a cardbench export.
 
     Rates are stored in bytes/s with the tool's unit convention applied (and said); every printed
     figure that disagrees with its own raw data is flagged; f3 and H2testw logs become verify

@@ -11,6 +11,7 @@ Formats (``fmt``; recognised by content when None, in this order):
   one ``cardbench.result/1`` document, or a list of them). Read back identically.
 * ``fio``: ``fio --output-format=json`` / ``json+``, fio 2.x and 3.x (importers.fio, fiojson).
 * ``fio-terse``: ``fio --minimal``, terse versions 3 and 4 (importers.fio).
+* ``fio-normal``: fio's default human output, 2.x and 3.x (importers.fio_normal).
 * ``kdiskmark``: KDiskMark's text export, 1.4 to 3.x (importers.diskmark).
 * ``crystaldiskmark``: CrystalDiskMark's text export, 5.x to 9.x (importers.diskmark).
 * ``f3``: f3write and/or f3read output; ``f3probe``: f3probe output; ``h2testw``: H2testw's
@@ -43,10 +44,10 @@ from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Result
 
 RESULTS_SCHEMA = "cardbench.results/1"
-FORMATS = ("cardbench", "fio", "fio-terse", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
+FORMATS = ("cardbench", "fio", "fio-terse", "fio-normal", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
            "dd", "table", "csv")
 _ALIASES = {"json": "cardbench", "native": "cardbench", "classic": "table", "txt": "table", "fio-json": "fio",
-            "terse": "fio-terse", "minimal": "fio-terse", "kdm": "kdiskmark", "cdm": "crystaldiskmark",
+            "terse": "fio-terse", "minimal": "fio-terse", "normal": "fio-normal", "fio-text": "fio-normal", "kdm": "kdiskmark", "cdm": "crystaldiskmark",
             "f3read": "f3", "f3write": "f3"}
 
 __all__ = ["import_file", "import_text", "ImportReport", "Flag", "Skipped", "DEFAULT_FILE_SIZE",
@@ -80,14 +81,15 @@ def detect_format(text: str) -> str:
                      " (--format forces one)")
 
 
-_DESCRIBED = ("cardbench JSON", "fio JSON", "fio terse", "KDiskMark text", "CrystalDiskMark text",
+_DESCRIBED = ("cardbench JSON", "fio JSON", "fio terse", "fio normal output", "KDiskMark text", "CrystalDiskMark text",
               "f3write/f3read", "f3probe", "H2testw log", "hdparm -t/-T", "dd", "classic table (an "
               "'average' column)", "CSV")
 
 
 def _sniffers():
-    from cardbench.importers import diskmark, f3, fio, hdparm_dd
+    from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
     return [("fio-terse", lambda t: any(fio.TERSE_RE.match(ln) for ln in t.splitlines()[:50])),
+            ("fio-normal", fio_normal.is_fio_normal),
             ("kdiskmark", diskmark.is_kdiskmark), ("crystaldiskmark", diskmark.is_crystaldiskmark),
             ("f3probe", f3.is_f3probe), ("f3", f3.is_f3), ("h2testw", f3.is_h2testw),
             ("hdparm", hdparm_dd.is_hdparm), ("dd", hdparm_dd.is_dd)]
@@ -227,7 +229,8 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         raise UsageError(f"--file-size applies to surveys (table, csv), not to {fmt}")
     from cardbench.importers import diskmark, f3, hdparm_dd
     from cardbench.importers.fio import import_terse
-    readers = {"fio-terse": import_terse, "kdiskmark": diskmark.import_kdiskmark,
+    from cardbench.importers.fio_normal import import_fio_normal
+    readers = {"fio-terse": import_terse, "fio-normal": import_fio_normal, "kdiskmark": diskmark.import_kdiskmark,
                "crystaldiskmark": diskmark.import_crystaldiskmark, "f3": f3.import_f3, "f3probe": f3.import_f3probe,
                "h2testw": f3.import_h2testw, "hdparm": hdparm_dd.import_hdparm, "dd": hdparm_dd.import_dd}
     return readers[fmt](text, card=card, **kw)
