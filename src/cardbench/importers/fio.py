@@ -64,14 +64,16 @@ def fio_size(text: Any, kb_base: int = 1024) -> int | None:
     return int(number * base ** _POW[prefix])
 
 
-def _pow2_block(io_bytes: int, ops: float | None) -> int | None:
+def _pow2_block(io_bytes: int, ops: float | None, estimated: bool = False) -> int | None:
     """The block size a job moved: io bytes / operations when that is (within 1%) a multiple of
-    512 B, else the nearest power of two when within 10% (terse IOPS are whole numbers)."""
+    512 B, else the nearest power of two when within 10% (terse IOPS are whole numbers). With
+    ``estimated`` operations (whole IOPS x runtime: fio 2.1 prints no operation count), only the
+    nearest power of two."""
     if not ops or ops <= 0:
         return None
     bs = io_bytes / ops
     guess = max(512, int(round(bs / 512.0)) * 512)
-    if abs(bs - guess) <= 0.01 * guess:
+    if not estimated and abs(bs - guess) <= 0.01 * guess:
         return guess
     p2 = 1 << max(9, round(math.log2(bs))) if bs > 0 else 512
     return p2 if abs(bs - p2) <= 0.10 * p2 else None
@@ -140,12 +142,16 @@ def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | N
         return None
     guessed = []
     if bs is None:
-        bs = _pow2_block(p.io_bytes, p.ops) if not bs_parts else None
+        # fio 2.1's JSON prints no operation count, terse only whole IOPS: IOPS x runtime
+        # stands in for it, and is only good enough for the nearest power of two
+        est = iops_whole or (not p.ops and bool(p.iops) and p.runtime_s > 0)
+        ops = p.ops if p.ops and not est else (p.iops * p.runtime_s if p.iops else p.ops)
+        bs = _pow2_block(p.io_bytes, ops, estimated=est) if not bs_parts else None
         if bs is None and not bs_parts:
             bs = 4096
             guessed.append("block size 4 KiB (fio's default)")
         elif not bs_parts:
-            guessed.append(f"block size {bs} B (io bytes / operations)")
+            guessed.append(f"block size {bs} B (io bytes / " + ("(IOPS x runtime))" if est else "operations)"))
         else:
             bs = 4096
     depth_opt = opts.get("iodepth")
