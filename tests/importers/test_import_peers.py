@@ -311,6 +311,25 @@ def test_real_dd_and_every_coreutils_wording(tmp_path):
     assert flagged.results[0].tests[0].name == "dd_copy" and flagged.notes
 
 
+def test_busybox_dd_is_binary():
+    """busybox dd's third status line (a real busybox 1.37 run, built with its default config:
+    Debian's busybox is built without that line) prints 1024-based figures with no space before
+    the unit: 330.9MB/s is 33554432 B / 0.096714 s in MiB/s. Read as coreutils' decimal units,
+    each figure would be 4.9% (MB) or 7.4% (GB) off its own bytes and seconds."""
+    rep = import_file(peer("dd_busybox_1.37.txt"))
+    assert "busybox" in rep.convention and not rep.flags, [str(f) for f in rep.flags]
+    w, r = rep.results[0].tests
+    assert (w.name, r.name) == ("seq_write_1m_q1t1", "seq_read_4k_q1t1")
+    assert w.median_bytes_per_s == 33554432 / 0.096714
+    assert w.median_bytes_per_s / MiB == pytest.approx(330.9, abs=0.05)
+    # the same figures with coreutils' space are decimal, and then they disagree with the bytes
+    with open(peer("dd_busybox_1.37.txt")) as f:
+        text = f.read()
+    spaced = text.replace("330.9MB/s", "330.9 MB/s").replace("2.3GB/s", "2.3 GB/s")
+    assert sorted(f.figure for f in import_text(spaced).flags) == ["rate (GB/s)", "rate (MB/s)", "size in MB",
+                                                                   "size in MB"]
+
+
 # --- detection, CLI ------------------------------------------------------------------------
 
 def test_unknown_format_lists_what_was_tried():

@@ -16,8 +16,12 @@ card, and is stored with a warning saying so. One Result per device.
     8388608 bytes (8.4 MB) copied, 0.0054 seconds, 1.6 GB/s         6.x, 7.x
     100 bytes copied, 0.000195547 s, 511 kB/s                       under 1 kB: no parentheses
     8388608 bytes transferred in 0.005 secs (1561234 bytes/sec)     BSD / macOS dd
+    8388608 bytes (8.0MB) copied, 0.005400 seconds, 1.4GB/s         busybox (third status line)
 
-and with decimal commas (other locales). The rate is in decimal units (kB = 10^3, MB = 10^6);
+and with decimal commas (other locales). The rate is in decimal units (kB = 10^3, MB = 10^6),
+except busybox's, which are 1024-based (libbb make_human_readable_str: KB = KiB, MB = MiB, one
+decimal) and known from coreutils' by the missing space before the unit (Debian's busybox is
+built without that line: it prints only the records);
 the byte count is exact and the MB (decimal) and MiB (binary) in parentheses are checked
 against it, as is the rate against bytes / seconds. A ``dd if=... of=... bs=...`` command
 line above a closing line names its test: ``seq_write_{bs}_q1t1`` when it writes a file or
@@ -40,11 +44,13 @@ _NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 _HDPARM = re.compile(rf"^\s*Timing (cached|buffered disk|O_DIRECT cached|O_DIRECT disk) reads:\s*(\d+) MB in\s*{_NUM}"
                      rf" seconds\s*=\s*{_NUM}\s*([kM])B/sec", re.I)
 _DEVICE = re.compile(r"^\s*(/\S+):\s*$")
-_DD_GNU = re.compile(rf"^(\d+) bytes?(?: \(([^)]*)\))? copied, {_NUM} s(?:econds)?, {_NUM} ?([kMGT]?B)/s\s*$")
+_DD_GNU = re.compile(rf"^(\d+) bytes?(?: \(([^)]*)\))? copied, {_NUM} s(?:econds)?, {_NUM}( ?)([kKMGT]?B)/s\s*$")
 _DD_BSD = re.compile(rf"^(\d+) bytes transferred in {_NUM} secs \((\d+) bytes/sec\)\s*$")
-_DD_CMD = re.compile(r"^(?:[$#>]\s*)?(?:sudo\s+)?dd\s+(.*)$")
+_DD_CMD = re.compile(r"^(?:[$#>]\s*)?(?:sudo\s+)?(?:busybox\s+)?dd\s+(.*)$")
 _DEC = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _BIN = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+#: busybox dd (FEATURE_DD_THIRD_STATUS_LINE): make_human_readable_str, 1024-based, "KB" = KiB
+_BUSYBOX = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
 def is_hdparm(text: str) -> bool:
@@ -141,6 +147,7 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
                          "parenthesised MB is decimal and MiB binary; rate = bytes / seconds")
     tests: dict[str, TestResult] = {}
     cmd = None
+    seen_busybox = False
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip().split("\r")[-1].strip()     # status=progress rewrites its line with \r
         c = _DD_CMD.match(line)
@@ -155,16 +162,23 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
             continue
         flags: list[Flag] = []
         if g:
-            nbytes, paren, secs, rate, unit = g.groups()
+            nbytes, paren, secs, rate, space, unit = g.groups()
             nbytes = int(nbytes)
             sp, rp = _p(secs), _p(rate)
-            ub = _DEC.get(unit)
+            # coreutils puts a space before its (decimal) unit; busybox prints "124.9MB/s", binary,
+            # its one decimal rounded from the last remainder only (lower ones truncated)
+            busybox = not space
+            units = _BUSYBOX if busybox else _DEC
+            if busybox:
+                seen_busybox = True
+                rp = Printed(rp.text, rp.value, rp.half_unit + 0.001)
+            ub = units.get(unit)
             if ub is None:
                 raise bad_input(path, f"line {n}", f"unknown rate unit {unit}/s")
             for part in (paren or "").split(","):
                 pm = re.match(rf"^\s*{_NUM}\s*([kKMGT]i?B)\s*$", part)
                 if pm:
-                    u = _BIN.get(pm.group(2)) or _DEC.get(pm.group(2))
+                    u = _BIN.get(pm.group(2)) or units.get(pm.group(2))
                     if u:
                         exact = nbytes / u
                         check_figure(flags, n, "dd", f"size in {pm.group(2)}", _p(pm.group(1)), exact, exact, exact,
@@ -195,6 +209,10 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
         cmd = None if name != "dd_copy" else cmd
     if not tests:
         raise bad_input(path, "dd output", "no closing line ('N bytes (...) copied, S s, R MB/s')")
+    if seen_busybox:
+        report.convention = ("dd: the byte count is exact; busybox's rate and size ('124.9MB/s', no space) are "
+                             "1024-based (KB = KiB, MB = MiB), coreutils' (a space before the unit) decimal; "
+                             "rate = bytes / seconds")
     if "dd_copy" in tests:
         report.notes.append("no 'dd if=... of=...' line before a closing line: stored as dd_copy (direction "
                             "unknown); put the command above it to name the test")
