@@ -20,7 +20,7 @@ from cardbench.errors import UsageError
 from cardbench.importers import detect_format, import_file, import_text
 
 REAL = Path(__file__).resolve().parent / "data" / "peers" / "fio_real"
-TWINS = ["2.18", "3.1", "3.33", "3.33-kb1000"]          # JSON and normal output of one run
+TWINS = ["2.18", "3.1", "3.33", "3.33-kb1000", "3.33-more"]   # JSON and normal output of one run
 ONLY_NORMAL = ["2.1.11", "2.2.10", "2.2.10-kb1000"]     # before --output-format=normal,json
 
 
@@ -28,7 +28,7 @@ def _normal(version: str):
     return import_file(REAL / f"fio-{version}.normal.txt")
 
 
-@pytest.mark.parametrize("version", TWINS + ONLY_NORMAL)
+@pytest.mark.parametrize("version", [v for v in TWINS if v != "3.33-more"] + ONLY_NORMAL)
 def test_recognised_and_every_figure_agrees(version):
     text = (REAL / f"fio-{version}.normal.txt").read_text()
     assert detect_format(text) == "fio-normal"
@@ -52,11 +52,27 @@ def test_the_same_run_as_json_stores_the_same_rates(version):
     assert [t.name for t in hu.tests] == [t.name for t in js.tests]
     for a, b in zip(js.tests, hu.tests):
         ra, rb = a.runs[0], b.runs[0]
-        assert (rb.bytes, rb.seconds, rb.ops) == (ra.bytes, ra.seconds, ra.ops), a.name
-        assert b.median_bytes_per_s == a.median_bytes_per_s
+        assert (rb.seconds, rb.ops) == (ra.seconds, ra.ops), a.name
+        if b.method["io_from"] == "issued I/Os x block size":
+            assert rb.bytes == ra.bytes and b.median_bytes_per_s == a.median_bytes_per_s, a.name
+        else:   # bsrange: no one block size, so the printed io= (4 significant figures)
+            assert version == "3.33-more" and a.name == "rand_read_24k_q1t1"
+            assert rb.bytes == pytest.approx(ra.bytes, rel=0.001)
         assert b.method["block_size"] == a.method["block_size"] and b.method["numjobs"] == a.method["numjobs"]
         # latencies: the human output prints them rounded, in its own unit
         assert rb.latency_s["mean"] == pytest.approx(ra.latency_s["mean"], rel=0.01, abs=2e-8), a.name
+
+
+def test_unified_clones_ranges_and_depth():
+    """fio 3.33: unified_rw_reporting (one "mixed" line), numjobs=2 without group_reporting (a
+    section per clone), bsrange=4k-64k (no one block size) and libaio at iodepth 16, named as the
+    JSON of the same run names them."""
+    rep = _normal("3.33-more")
+    assert rep.flags == []
+    assert [t.name for t in rep.results[0].tests] == ["rand_readwrite_4k_q1t1_mixed", "seq_read_64k_q1t2",
+                                                      "seq_read_64k_q1t2_2", "rand_read_24k_q1t1",
+                                                      "rand_read_4k_q16t1"]
+    assert any("ranged read" in n and "printed, rounded io=" in n for n in rep.notes)
 
 
 def _printed_bw(line: str) -> tuple[float, str]:

@@ -29,6 +29,7 @@ printed figure is checked against these: io= against issued x block size, bw= an
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from cardbench.errors import UsageError
@@ -315,18 +316,21 @@ def import_fio_normal(text: str, *, path: str, digest: str, card=None, reader: s
     namer = _Namer()
     tests: list[TestResult] = []
     approximate = []
+    clones = Counter(j.name for j in jobs if j.jobs == 1)
     for idx, job in enumerate(jobs):
         opts = dict(options.get(job.name, {}))
         fixed = opts.pop("_fixed", False)
         exact_opts = {**opts, "_fixed": fixed}
         sizes = _block_sizes(opts)
         opts.pop("_bs", None)
-        if sizes:
+        if sizes and fixed:
             opts["bs"] = ",".join(str(x) for x in sizes)
         if not fixed:
             opts["bsrange"] = "as printed"          # not one block size: no IOPS x block check
         if job.jobs > 1:
             opts["numjobs"] = job.jobs
+        elif clones[job.name] > 1:
+            opts["numjobs"] = clones[job.name]      # numjobs without group_reporting: a section each
         for s in job.sides:
             where = f"line {s.line}"
             row = f"{job.name} {s.side}"
