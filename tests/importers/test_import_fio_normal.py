@@ -138,6 +138,19 @@ def test_without_issued_counts_the_printed_io_is_used_and_said():
         assert b.median_bytes_per_s == pytest.approx(a.median_bytes_per_s, rel=0.002), a.name
 
 
+def test_pasted_with_an_indent_and_progress_lines():
+    """As people paste it: indented (a Markdown code block), with fio's progress line left in
+    front of a job's section by a carriage return."""
+    text = (REAL / "fio-3.1.normal.txt").read_text()
+    text = text.replace("rand_read_4k: (groupid=", "Jobs: 1 (f=1): [r(1)][100.0%][r=1119MiB/s][eta 00m:00s]\r"
+                        "rand_read_4k: (groupid=", 1)
+    pasted = "\n".join("    " + ln for ln in text.split("\n"))
+    assert detect_format(pasted) == "fio-normal"
+    got = import_text(pasted, path="pasted.txt").results[0]
+    want = _normal("3.1").results[0]
+    assert [(t.name, t.median_bytes_per_s) for t in got.tests] == [(t.name, t.median_bytes_per_s) for t in want.tests]
+
+
 def test_truncated_or_mangled_output_is_one_line_or_what_is_there():
     text = (REAL / "fio-3.1.normal.txt").read_text()
     lines = text.splitlines(keepends=True)

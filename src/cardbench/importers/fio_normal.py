@@ -29,6 +29,7 @@ printed figure is checked against these: io= against issued x block size, bw= an
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -39,9 +40,9 @@ from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.importers.fio import _Namer, _side_test
 from cardbench.result import TestResult
 
-_JOB_LINE_RE = re.compile(r"^(?P<name>\S.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>[^,]+), bs=(?P<bs>.*?), "
+_JOB_LINE_RE = re.compile(r"^\s*(?P<name>\S.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>[^,]+), bs=(?P<bs>.*?), "
                           r"ioengine=(?P<engine>[^,]+), iodepth=(?P<depth>\d+)")
-_SECTION_RE = re.compile(r"^(?P<name>\S.*?): \(groupid=(?P<g>\d+), jobs=(?P<jobs>\d+)\): err=\s*(?P<err>-?\d+)")
+_SECTION_RE = re.compile(r"^\s*(?P<name>\S.*?): \(groupid=(?P<g>\d+), jobs=(?P<jobs>\d+)\): err=\s*(?P<err>-?\d+)")
 _V2_SIDE_RE = re.compile(r"^\s+(?P<side>read|write|trim|mixed)\s*: io=(?P<io>[0-9.]+)(?P<io_u>[KMGTPE]?)B, "
                          r"bw=(?P<bw>[0-9.]+)(?P<bw_u>[KMGTPE]?)B/s, iops=(?P<iops>[0-9.]+)(?P<iops_u>[KMGTPE]?), "
                          r"runt=\s*(?P<ms>\d+)msec")
@@ -60,8 +61,9 @@ _POW = {"": 0, "k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
 
 def is_fio_normal(text: str) -> bool:
-    """fio's human output: a job section line and a direction line of either version."""
-    lines = text.splitlines()[:400]
+    """fio's human output: a job section line and a direction line of either version (also
+    pasted with an indent, as in a Markdown code block)."""
+    lines = textwrap.dedent(text).splitlines()[:400]
     return any(_SECTION_RE.match(ln) for ln in lines) and any(
         _V2_SIDE_RE.match(ln) or _V3_SIDE_RE.match(ln) for ln in lines)
 
@@ -302,7 +304,7 @@ def _ops(job: _Job, s: _Side) -> int | None:
 
 def import_fio_normal(text: str, *, path: str, digest: str, card=None, reader: str | None = None) -> ImportReport:
     """fio's human output (fio 2.x or 3.x) as one Result."""
-    version, layout, options, jobs = _parse(text, path)
+    version, layout, options, jobs = _parse(textwrap.dedent(text), path)
     if not jobs or not any(j.sides for j in jobs):
         raise UsageError(f"{path}: no job with a read or write line in this fio output")
     report = ImportReport(path=path, format="fio-normal")
