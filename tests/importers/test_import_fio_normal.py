@@ -151,6 +151,25 @@ def test_pasted_with_an_indent_and_progress_lines():
     assert [(t.name, t.median_bytes_per_s) for t in got.tests] == [(t.name, t.median_bytes_per_s) for t in want.tests]
 
 
+def test_normal_and_json_in_one_file():
+    """``--output-format=normal,json`` prints the JSON after the job lines and the normal output
+    after it: read as JSON; with a progress line printed into the JSON (as in a terminal capture),
+    the normal output beside it is read instead, and that is said."""
+    normal = (REAL / "fio-3.33.normal.txt").read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(normal) if ln.startswith("Starting")) + 1
+    js = (REAL / "fio-3.33.json").read_text()
+    both = "".join(normal[:cut]) + js + "".join(normal[cut:])
+    want = [(t.name, t.median_bytes_per_s) for t in _normal("3.33").results[0].tests]
+    rep = import_text(both, path="both.txt")
+    assert rep.format == "fio" and [(t.name, t.median_bytes_per_s) for t in rep.results[0].tests] == want
+    mangled = both.replace("{\n", "{obs: 1 (f=1): [R(1)][100.0%][r=1388MiB/s][eta 00m:00s]\n", 1)
+    rep = import_text(mangled, path="both.txt")
+    assert rep.format == "fio-normal" and any("fio JSON in this file is not valid" in n for n in rep.notes)
+    assert [(t.name, t.median_bytes_per_s) for t in rep.results[0].tests] == want
+    with pytest.raises(UsageError, match="not valid JSON"):
+        import_text(mangled, path="both.txt", fmt="fio")      # forced: the JSON or nothing
+
+
 def test_truncated_or_mangled_output_is_one_line_or_what_is_there():
     text = (REAL / "fio-3.1.normal.txt").read_text()
     lines = text.splitlines(keepends=True)

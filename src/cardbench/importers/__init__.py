@@ -195,6 +195,7 @@ def _shape_problem(d) -> str | None:
 def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file_size: int | str | None = None,
                 reader: str | None = None, card: Card | None = None) -> ImportReport:
     """Like import_file, on text already read."""
+    forced = bool(fmt)
     fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text)
     if fmt not in FORMATS:
         raise UsageError(f"unknown import format {fmt!r} (use one of {', '.join(FORMATS)})")
@@ -203,6 +204,14 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         try:
             doc = json.loads(text) if fmt == "cardbench" else load_fio_json(text)
         except ValueError as e:
+            from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
+            if fmt == "fio" and not forced and is_fio_normal(text):
+                # --output-format=normal,json with a progress line inside the JSON: the normal
+                # output printed beside it carries the same run
+                report = import_fio_normal(text, path=path, digest=digest, card=card, reader=reader)
+                report.notes.append(f"the fio JSON in this file is not valid ({e}); read the normal output "
+                                    "printed with it")
+                return report
             raise UsageError(f"{path}: not valid JSON: {e}; nothing imported") from None
         if fmt == "cardbench":
             if not isinstance(doc, (dict, list)):

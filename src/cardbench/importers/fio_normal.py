@@ -63,7 +63,7 @@ _POW = {"": 0, "k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 def is_fio_normal(text: str) -> bool:
     """fio's human output: a job section line and a direction line of either version (also
     pasted with an indent, as in a Markdown code block)."""
-    lines = textwrap.dedent(text).splitlines()[:400]
+    lines = textwrap.dedent(text).splitlines()
     return any(_SECTION_RE.match(ln) for ln in lines) and any(
         _V2_SIDE_RE.match(ln) or _V3_SIDE_RE.match(ln) for ln in lines)
 
