@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cardbench.importers import import_file
+from cardbench.errors import UsageError
+from cardbench.importers import import_file, import_text
 from cardbench.units import KiB
 
 REAL = Path(__file__).resolve().parent / "data" / "peers" / "fio_real"
@@ -58,3 +59,14 @@ def test_real_terse_stores_what_fio_measured(version):
         kib, bw, ms = float(f[side]), float(f[side + 1]), float(f[side + 3])
         assert t.runs[0].bytes == kib * KiB and t.runs[0].seconds == ms / 1000.0, t.name
         assert abs(t.median_bytes_per_s / KiB - bw) <= 1.0 + 1000.0 / ms, (t.name, t.median_bytes_per_s, bw)
+
+
+def test_a_mangled_terse_depth_field_is_one_line():
+    """Found by the import fuzzer (seeded from these files): a broken I/O-depth percentage was an
+    internal error; it is bad input naming the line and the field."""
+    lines = (REAL / "fio-2.1.11.terse.txt").read_text().splitlines()
+    f = lines[1].split(";")
+    f[92] = "100.:0%"                  # field 93: the share of I/O at depth 1
+    lines[1] = ";".join(f)
+    with pytest.raises(UsageError, match=r"line 2: field 93 \(I/O depth distribution\)"):
+        import_text("\n".join(lines))

@@ -322,6 +322,12 @@ def import_terse(text: str, *, path: str, digest: str, card: Card | None = None,
                             " is not a number") from None
         cpu = 5 + _SIDE_FIELDS * (3 if ver == 4 else 2)
         levels = {k: f[cpu + 5 + i] for i, k in enumerate(("1", "2", "4", "8", "16", "32", ">=64"))}
+        for i, v in enumerate(levels.values()):
+            try:
+                float(v.rstrip("%"))
+            except ValueError:
+                raise bad_input(path, f"line {line_no}", f"field {cpu + 6 + i} (I/O depth distribution) is not "
+                                                         f"a percentage: {v[:20]!r}") from None
         for side, s in sides.items():
             if s["kib"] <= 0 or s["runtime_ms"] <= 0:
                 continue
