@@ -298,6 +298,15 @@ def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
     assert o.code is not None
 
 
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_a_nul_in_any_argument_is_one_line(name, cli_scratch):
+    """Found by CI's fuzzer: `readers --probe -- '\\x00' ...` was an internal error (ValueError:
+    embedded null byte), and `run`/`verify` with such a target too. main(argv) refuses it first."""
+    for argv in ([name, "--", "\x00"], [name, "--db", str(cli_scratch / "a\x00b")]):
+        o = judged(argv, allowed={2})
+        assert "NUL byte" in o.err, (argv, o.err)
+
+
 # -- import files ----------------------------------------------------------------------------------------------------
 
 def _seed_texts() -> list[str]:

@@ -202,6 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     install_sigterm()
     debug = os.environ.get("CARDBENCH_DEBUG") == "1"
     try:
+        # a shell cannot pass a NUL (execve's strings end at one), but main(argv) can: no path,
+        # name or value may hold one, and os calls would fail on it deep inside a command
+        bad = next((a for a in (sys.argv[1:] if argv is None else argv) if "\x00" in str(a)), None)
+        if bad is not None:
+            raise UsageError(f"an argument contains a NUL byte: {bad!r}")
         _recover_at_start(argv)
         cli.main(args=argv, prog_name="cardbench", standalone_mode=False)
     except _NO_ARGS_IS_HELP as e:
