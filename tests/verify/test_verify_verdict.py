@@ -127,3 +127,11 @@ def test_h2testw_is_judged_by_the_same_rule():
     assert fake["tool_verdict"] == "The media is likely to be defective."
     early = import_text(log(0)).verify_docs[0]
     assert (early["verdict"], early["kind"]) == ("damaged", None)
+
+
+def test_the_tools_own_sentence_is_shown_beside_the_verdict():
+    from cardbench.report.verify import verify_details
+    doc = import_text("The media is likely to be defective.\n7.8 GByte OK (16383999 sectors)\n"
+                      "0 KByte DATA LOST (0 sectors)\nH2testw v1.4\n").verify_docs[0]
+    rows = dict(verify_details(doc))
+    assert rows["verdict"] == "GENUINE" and rows["H2testw said"] == "The media is likely to be defective."
