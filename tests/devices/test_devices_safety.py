@@ -147,8 +147,8 @@ def test_device_with_serial_is_confirmed_by_its_serial():
 
 
 @pytest.mark.parametrize("err,cls,code,words", [
-    (errno.EBUSY, SafetyRefusal, 4, "refusing to write to /dev/sdz: it is in use (mounted, swap, part of RAID/LVM/LUKS, "
-                                    "or opened exclusively by another program)"),
+    (errno.EBUSY, SafetyRefusal, 4, "refusing to write to /dev/sdz: it is in use (mounted, swap, part of "
+                                    "RAID/LVM/LUKS, or opened exclusively by another program)"),
     (errno.EROFS, SafetyRefusal, 4, "refusing to write to /dev/sdz: it is read-only"),
     (errno.ENOENT, TargetError, 3, "/dev/sdz does not exist"),
     (errno.EACCES, TargetError, 3, "cannot open /dev/sdz: permission denied (raw device tests need root)"),

@@ -44,7 +44,8 @@ def emulate() -> None:
 @click.option("--name", default="emucard", show_default=True, help="Name of the emulated card.")
 @click.option("--size", default="64MiB", show_default=True, callback=params.size,
               help="Advertised capacity, e.g. 64MiB or 1GB.")
-@click.option("--write-rate", default="10MB/s", show_default=True, callback=params.rate, help="Write rate, e.g. 4.9MB/s.")
+@click.option("--write-rate", default="10MB/s", show_default=True, callback=params.rate,
+              help="Write rate, e.g. 4.9MB/s.")
 @click.option("--read-rate", default="20MB/s", show_default=True, callback=params.rate, help="Read rate, e.g. 20MB/s.")
 @click.option("--latency", default="0", show_default=True, callback=params.seconds_or_zero,
               help="Added to every request, e.g. 2ms.")

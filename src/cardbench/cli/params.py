@@ -1,5 +1,6 @@
 """What several commands share at the edge: callbacks that read units (cardbench.units:
-``--size 16MB``, ``--time-budget 30s``, ``--write-rate 4.9MB/s``), the ``--db`` option and how a reading command opens it.
+``--size 16MB``, ``--time-budget 30s``, ``--write-rate 4.9MB/s``), the ``--db`` option and how a
+reading command opens it.
 
 A value that cannot be read becomes click's BadParameter, which the main entry point prints as
 one line with exit code 2.

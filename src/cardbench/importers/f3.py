@@ -10,8 +10,9 @@
   ``Average sequential read speed: ...``). Verdict: the one rule (:mod:`cardbench.verify.verdict`,
   as for cardbench's own full verify): nothing lost and everything read -> genuine; overwritten
   sectors (from another position) -> counterfeit, ``wraparound``; corrupted sectors only at the
-  end of the data (each file's placed at its end) -> counterfeit, ``dropped``; else damaged. Usable: the bytes that read back right (their
-  position on the card is unknown, as in cardbench's own full verify of a directory).
+  end of the data (each file's placed at its end) -> counterfeit, ``dropped``; else damaged.
+  Usable: the bytes that read back right (their position on the card is unknown, as in
+  cardbench's own full verify of a directory).
 * f3write (alone or before f3read in the same file): ``Free space:`` and ``Average writing
   speed:``; on its own it has no verdict and is refused.
 * f3probe: ``Good news: The device `/dev/sdb' is the real thing`` / ``Bad news: ... is
@@ -115,7 +116,8 @@ def _f3_verdict(files: list[dict], ok: int, lost: int, parts: dict[str, int], re
         return judge_fill(written=sum(size for size, _ in sizes), lost=file_losses(sizes),
                           wrapped=overwritten > 0, damaged=damaged)
     # totals without the per-file lines: where the losses lie is not known
-    return judge_fill(written=(ok + lost) * SECTOR, unplaced=corrupted * SECTOR, wrapped=overwritten > 0, damaged=damaged)
+    return judge_fill(written=(ok + lost) * SECTOR, unplaced=corrupted * SECTOR, wrapped=overwritten > 0,
+                      damaged=damaged)
 
 
 def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
