@@ -1,8 +1,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from cardbench.units import (MB, MiB, UnitError, X_BYTES_PER_S, fmt_rate, fmt_size, fmt_x, parse_rate,
-                             parse_size, x_rating)
+from cardbench.units import (MB, MiB, UnitError, X_BYTES_PER_S, fmt_rate, fmt_size, fmt_x, parse_duration,
+                             parse_rate, parse_size, x_rating)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -39,3 +39,31 @@ def test_parse_size_never_crashes(text):
     except UnitError:
         return
     assert isinstance(v, int) and v >= 1
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("4.9MB/s", 4.9e6), ("20MiB/s", 20 * MiB), ("20 MiBps", 20 * MiB), ("133x", 133 * 150_000),
+    ("133X", 133 * 150_000), ("1e6", None), ("1000000", 1e6), ("1,5MB/s", 1.5e6), (2.5e6, 2.5e6),
+])
+def test_parse_rate(text, expected):
+    if expected is None:
+        with pytest.raises(UnitError):
+            parse_rate(text)
+    else:
+        assert parse_rate(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["fast", "0MB/s", "-1MB/s", "", "5 furlongs/s", "1e999MB/s", True])
+def test_parse_rate_rejects(text):
+    with pytest.raises(UnitError):
+        parse_rate(text)
+
+
+def test_parse_duration_and_zero():
+    assert parse_duration("250ms") == pytest.approx(0.25) and parse_duration("2m") == 120
+    for zero in ("0", "0s", "0ms", "0.0"):
+        with pytest.raises(UnitError):
+            parse_duration(zero)
+        assert parse_duration(zero, zero=True) == 0
+    with pytest.raises(UnitError):
+        parse_duration("-1s", zero=True)

@@ -76,7 +76,7 @@ _RATE_RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[a-zA-Z]*(?:/s|ps)?|x)\s*$", re.I
 
 
 def parse_rate(text: str | float) -> float:
-    """Parse "4.9MB/s", "20 MiB/s", "133x", "1e6" (bytes/s) into bytes per second."""
+    """Parse "4.9MB/s", "20 MiB/s", "133x", "1000000" (bytes/s) into bytes per second."""
     if isinstance(text, bool):
         raise UnitError(f"not a rate: {text!r}")
     if isinstance(text, (int, float)):
@@ -98,8 +98,8 @@ def parse_rate(text: str | float) -> float:
     return value
 
 
-def parse_duration(text: str | float) -> float:
-    """Parse "10", "10s", "250ms", "2m" into seconds (> 0)."""
+def parse_duration(text: str | float, *, zero: bool = False) -> float:
+    """Parse "10", "10s", "250ms", "2m" into seconds (> 0; or >= 0 with ``zero``, e.g. "0" or "0ms")."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
@@ -109,7 +109,7 @@ def parse_duration(text: str | float) -> float:
         factor = {"ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[
             (m.group("unit") or "s").lower() if m.group("unit") else None]
         value = _number(m.group("num")) * factor
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise UnitError(f"duration must be positive, got {text!r}")
     return value
 

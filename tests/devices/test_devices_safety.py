@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import os
 
@@ -11,7 +12,8 @@ from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS, loop_device, 
 
 from cardbench.devices import get_device, list_devices
 from cardbench.devices.safety import check_destructive, confirm, identity_kind, identity_token, open_exclusive
-from cardbench.errors import SafetyRefusal, UsageError
+from cardbench.engine.errors import open_error
+from cardbench.errors import SafetyRefusal, TargetError, UsageError
 
 
 @needs_loop
@@ -142,3 +144,30 @@ def test_device_with_serial_is_confirmed_by_its_serial():
     confirm(card, "7E650771")
     with pytest.raises(SafetyRefusal):
         confirm(card, "0x7e650772")
+
+
+@pytest.mark.parametrize("err,cls,code,words", [
+    (errno.EBUSY, SafetyRefusal, 4, "refusing to write to /dev/sdz: it is in use (mounted, swap, part of "
+                                    "RAID/LVM/LUKS, or opened exclusively by another program)"),
+    (errno.EROFS, SafetyRefusal, 4, "refusing to write to /dev/sdz: it is read-only"),
+    (errno.ENOENT, TargetError, 3, "/dev/sdz does not exist"),
+    (errno.EACCES, TargetError, 3, "cannot open /dev/sdz: permission denied (raw device tests need root)"),
+    (errno.EPERM, TargetError, 3, "cannot open /dev/sdz: permission denied (raw device tests need root)"),
+    (errno.ENOMEDIUM, TargetError, 3, "/dev/sdz has no medium (is the card inserted?)"),
+    (errno.EIO, TargetError, 3, "cannot open /dev/sdz: I/O error (the card failed or was removed)"),
+])
+def test_open_errors_come_from_the_one_errno_table(err, cls, code, words):
+    """open_exclusive's errors are engine.errors.open_error's: one line, the documented exit code."""
+    e = open_error(OSError(err, os.strerror(err)), "/dev/sdz", "write to")
+    assert isinstance(e, cls) and e.exit_code == code and e.message == words
+
+
+def test_open_exclusive_turns_an_os_error_into_its_refusal(monkeypatch):
+    import cardbench.engine.data as data
+
+    def busy(*a, **k):
+        raise OSError(errno.EBUSY, "Device or resource busy")
+    monkeypatch.setattr(data, "open_raw", busy)
+    with pytest.raises(SafetyRefusal, match="refusing to open /dev/sdz: it is in use"):
+        with open_exclusive("/dev/sdz"):
+            pass

@@ -69,8 +69,10 @@ def test_cli_errors_are_cardbench_errors(cli):
     assert isinstance(r.exception, UsageError)
     r = cli("start", "--size", "3")
     assert isinstance(r.exception, UsageError)
-    r = cli("start", "--write-rate", "fast")
-    assert isinstance(r.exception, UsageError)
+    r = cli("start", "--write-rate", "fast")     # read by cardbench.units: click's bad parameter, exit 2
+    assert r.exit_code == 2 and "not a rate: 'fast'" in r.output
+    r = cli("set", "nope", "--error", "0:4k:sideways")
+    assert r.exit_code == 2 and "START:END[:read|write|both]" in r.output
     r = cli("stop")
     assert isinstance(r.exception, UsageError)
     r = cli("start", "--name", "twice", "--size", "1MiB")

@@ -91,8 +91,8 @@ def test_device_io_short_read_is_a_failure(tmp_path):
     (dict(lost_bytes=10, lost_kind="dropped", lost_is_tail=True), ("counterfeit", "dropped")),
     (dict(lost_bytes=10, lost_kind="other", lost_is_tail=True), ("damaged", None)),          # < 1%
     (dict(lost_bytes=100, lost_kind="other", lost_is_tail=True), ("counterfeit", "other")),  # >= 1%
-    (dict(lost_bytes=100, lost_kind="dropped"), ("counterfeit", "dropped")),
-    (dict(lost_bytes=99, lost_kind="dropped"), ("damaged", None)),
+    (dict(lost_bytes=100, lost_kind="dropped"), ("damaged", None)),       # scattered: damage, however much
+    (dict(lost_bytes=5000, lost_kind="dropped"), ("damaged", None)),
     (dict(damaged=True), ("damaged", None)),
     (dict(stopped=True), ("damaged", None)),
     (dict(wrapped=True, stopped=True), ("counterfeit", "wraparound")),

@@ -15,7 +15,7 @@ from cardbench import __version__
 from cardbench.cli import params
 from cardbench.cli.ui import error_line, said
 from cardbench.engine import engine_names
-from cardbench.errors import CardbenchError, Interrupted, UsageError
+from cardbench.errors import CardbenchError, ExitCode, UsageError
 from cardbench.record import check_store, record
 from cardbench.result import Card, Reader
 from cardbench.units import UnitError
@@ -153,17 +153,27 @@ def recover_cmd():
         click.echo(f"{r.device or r.journal}: {r.status}: {r.message}")
 
 
+#: command modules that failed to import: (module, the error); :func:`main` refuses to start with one
+_BROKEN: list[tuple[str, BaseException]] = []
+
+
 def _attach(module: str, attr: str) -> None:
+    """Add a command group's command to ``cli``. A module that fails to import is kept in
+    :data:`_BROKEN`, and :func:`main` ends on it as an internal error (exit 70) naming the module:
+    a broken command never silently vanishes from ``--help``."""
     try:
         mod = importlib.import_module(module)
-    except ImportError:
+    except ImportError as e:
+        _BROKEN.append((module, e))
         return
     cmd = getattr(mod, attr, None)
-    if cmd is not None:
-        cli.add_command(cmd)
+    if cmd is None:
+        _BROKEN.append((module, AttributeError(f"it has no command {attr!r}")))
+        return
+    cli.add_command(cmd)
 
 
-for _module, _attr in [
+_COMMANDS = [
     ("cardbench.cli.results_cmd", "results"),
     ("cardbench.cli.results_cmd", "compare"),
     ("cardbench.cli.results_cmd", "report"),
@@ -177,8 +187,16 @@ for _module, _attr in [
     ("cardbench.cli.verify_cmd", "verify"),
     ("cardbench.cli.sync_cmd", "sync"),
     ("cardbench.cli.drawer_cmd", "drawer"),
-]:
+]
+for _module, _attr in _COMMANDS:
     _attach(_module, _attr)
+
+
+def _check_commands() -> None:
+    """Raise (an internal error, exit 70) when a command module could not be imported."""
+    if _BROKEN:
+        module, e = _BROKEN[0]
+        raise RuntimeError(f"the command module {module} cannot be imported ({type(e).__name__}: {e})")
 
 
 # click >= 8.2 raises this (a UsageError) for a group called without arguments: show the help
@@ -207,17 +225,18 @@ def main(argv: list[str] | None = None) -> None:
         bad = next((a for a in (sys.argv[1:] if argv is None else argv) if "\x00" in str(a)), None)
         if bad is not None:
             raise UsageError(f"an argument contains a NUL byte: {bad!r}")
+        _check_commands()
         _recover_at_start(argv)
         cli.main(args=argv, prog_name="cardbench", standalone_mode=False)
     except _NO_ARGS_IS_HELP as e:
         e.show()
-        sys.exit(0)
+        sys.exit(ExitCode.OK)
     except click.ClickException as e:
         error_line(e.format_message().replace("\n", " "))
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
         error_line("aborted")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except CardbenchError as e:
@@ -227,14 +246,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except UnitError as e:
         error_line(str(e))
-        sys.exit(UsageError.exit_code)
+        sys.exit(ExitCode.USAGE)
     except KeyboardInterrupt:
         error_line("interrupted; cleanup has run")
-        sys.exit(Interrupted.exit_code)
+        sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
-        sys.exit(1)
+        sys.exit(ExitCode.FAILURE)
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a traceback
         if debug:
             raise
         error_line(f"internal error: {type(e).__name__}: {e} (CARDBENCH_DEBUG=1 shows the traceback)")
-        sys.exit(70)
+        sys.exit(ExitCode.INTERNAL)

@@ -1,5 +1,6 @@
 """What several commands share at the edge: callbacks that read units (cardbench.units:
-``--size 16MB``, ``--time-budget 30s``), the ``--db`` option and how a reading command opens it.
+``--size 16MB``, ``--time-budget 30s``, ``--write-rate 4.9MB/s``), the ``--db`` option and how a
+reading command opens it.
 
 A value that cannot be read becomes click's BadParameter, which the main entry point prints as
 one line with exit code 2.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from cardbench.units import UnitError, parse_duration, parse_size
+from cardbench.units import UnitError, parse_duration, parse_rate, parse_size
 
 
 def _reader(parse, doc: str):
@@ -26,7 +27,12 @@ def _reader(parse, doc: str):
 
 
 size = _reader(parse_size, "``16MB``, ``64MiB``, ``4096`` -> bytes (None stays None).")
+size_or_zero = _reader(lambda v: parse_size(v, minimum=0), "like :data:`size`, and ``0`` (none).")
 seconds = _reader(parse_duration, "``10``, ``10s``, ``250ms``, ``2m`` -> seconds > 0 (None stays None).")
+seconds_or_zero = _reader(lambda v: parse_duration(v, zero=True), "like :data:`seconds`, and ``0`` (none).")
+rate = _reader(parse_rate, "``4.9MB/s``, ``20MiB/s``, ``133x`` -> bytes/s > 0 (None stays None).")
+rate_or_off = _reader(lambda v: 0.0 if v.strip().lower() in ("none", "off", "0", "") else parse_rate(v),
+                      "like :data:`rate`; ``none`` (or ``0``) is 0.0: no limit.")
 
 #: ``--db`` of every command that stores or reads results (not the demo, which keeps its own file)
 db_option = click.option("--db", envvar="CARDBENCH_DB", metavar="PATH|URL",

@@ -1,4 +1,6 @@
-"""`cardbench verify`: is it genuine? (cardbench.verify).
+"""`cardbench verify`: is it genuine? (cardbench.verify). Parses its options into a
+:class:`~cardbench.verify.options.VerifyOptions` (which holds every rule of which go together),
+confirms a destructive test with the user, and calls :func:`~cardbench.verify.options.verify_target`.
 
 A block device gets the quick probe (seconds; non-destructive unless --destructive) or, with
 --full --destructive, a fill of the whole device. A directory on a mounted card gets full mode:
@@ -8,17 +10,16 @@ its free space is filled with files and every sector is checked (resumable with 
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 
 import click
 
-from cardbench.errors import CardbenchError, Interrupted, SafetyRefusal, UsageError
+from cardbench.errors import Interrupted, SafetyRefusal
 from cardbench.cli import params
 from cardbench.cli.ui import said
 from cardbench.record import check_store, record
 from cardbench.units import fmt_size
+from cardbench.verify.options import VerifyOptions, verify_target
 
 
 @click.command("verify", epilog=params.examples(
@@ -58,40 +59,18 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     or a directory on the mounted card (full mode: fills its free space with files).
     """
     as_json = out.json
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        raise _target_error(f"{target}: no such file, directory or device") from None
-    except OSError as e:
-        raise _target_error(f"{target}: {e.strerror}") from None
-    is_dir = stat.S_ISDIR(st.st_mode)
-    if not is_dir and not stat.S_ISBLK(st.st_mode):
-        raise UsageError(f"{target} is neither a block device nor a directory")
-    if is_dir and destructive:
-        raise UsageError("--destructive is for block devices; full mode on a directory only uses free space")
-    if time_budget is not None and (full or is_dir):
-        raise UsageError("--time-budget is for the quick probe; full mode always checks everything")
-    if resume and not (full or is_dir):
-        raise UsageError("--resume is for full mode (--full)")
-    if not is_dir and full and not destructive:
-        raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
-                         "(you will be asked to confirm), or give a directory on the mounted card")
+    opts = VerifyOptions(full=full, destructive=destructive, time_budget=time_budget, resume=resume,
+                         keep_files=keep_files, file_bytes=file_size, journal_dir=journal_dir,
+                         assume_cache_bytes=assume_cache, seed=seed)
+    mode = opts.validate(target)
     if not no_save:
         check_store(db)
-    if not is_dir and destructive:
+    if destructive:              # a block device: validate refused it on a directory
         _confirm(target, confirm_value, as_json)
-    progress = out.progress()
+    if mode == "full" and not full:
+        out.note("A directory: full mode (fills its free space and checks every sector).")
     try:
-        if is_dir or full:
-            from cardbench.verify.full import verify_full
-            if is_dir and not full:
-                out.note("A directory: full mode (fills its free space and checks every sector).")
-            doc = verify_full(target, destructive=destructive, resume=resume, keep_files=keep_files,
-                              file_bytes=file_size, progress=progress, seed=seed, check_safety=True)
-        else:
-            from cardbench.verify.quick import verify_device
-            doc = verify_device(target, destructive=destructive, journal_dir=journal_dir, time_budget=time_budget,
-                                progress=progress, seed=seed, assume_cache_bytes=assume_cache)
+        doc = verify_target(target, opts, progress=out.progress())
     except (Interrupted, KeyboardInterrupt) as e:
         partial = e.doc if isinstance(e, Interrupted) else None
         if partial is not None and not no_save:
@@ -129,11 +108,6 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
                                        "table above); stored as incomplete").split()))
     if rec is not None:
         said(rec, saved_line=not (as_json or out.quiet))
-
-
-def _target_error(msg: str) -> CardbenchError:
-    from cardbench.errors import TargetError
-    return TargetError(msg)
 
 
 def _confirm(path: str, value: str | None, quiet: bool) -> None:

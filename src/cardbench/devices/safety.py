@@ -19,7 +19,6 @@ Every refusal is a ``SafetyRefusal`` with one line naming the device and the rea
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import struct
@@ -27,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from cardbench.devices.discovery import BlockDevice, get_device
+from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError
 
 #: ioctl numbers from linux/fs.h: BLKROGET = _IO(0x12, 94).
@@ -42,23 +42,6 @@ def _ioctl_read_only(fd: int) -> bool | None:
     return struct.unpack("i", raw)[0] != 0
 
 
-def _open_error(path: str, e: OSError, action: str) -> Exception:
-    """Map an open() failure on a device to the one-line error the user should see."""
-    if e.errno == errno.EBUSY:
-        return SafetyRefusal(
-            f"refusing to {action} {path}: it is in use (mounted, swap, part of RAID/LVM/LUKS, "
-            "or opened exclusively by another program)")
-    if e.errno == errno.ENOENT:
-        return TargetError(f"{path} does not exist")
-    if e.errno in (errno.EACCES, errno.EPERM):
-        return TargetError(f"cannot open {path}: permission denied (raw device tests need root)")
-    if e.errno == errno.EROFS:
-        return SafetyRefusal(f"refusing to {action} {path}: it is read-only")
-    if e.errno == errno.ENOMEDIUM:
-        return TargetError(f"{path} has no medium (is the card inserted?)")
-    return TargetError(f"cannot open {path}: {e.strerror}")
-
-
 @contextmanager
 def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
     """Open a block device ``O_DIRECT | O_EXCL`` (``O_RDWR`` with ``write=True``, else ``O_RDONLY``).
@@ -72,7 +55,7 @@ def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
     try:
         fd, _direct = open_raw(path, write=write, exclusive=True)
     except OSError as e:
-        raise _open_error(path, e, "write to" if write else "open") from None
+        raise open_error(e, path, "write to" if write else "open") from None
     try:
         yield fd
     finally:
@@ -116,7 +99,7 @@ def check_destructive(dev: BlockDevice | str, *, sysfs_root: str = "/sys",
     try:
         fd = os.open(path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
     except OSError as e:
-        raise _open_error(path, e, "write to") from None
+        raise open_error(e, path, "write to") from None
     try:
         if _ioctl_read_only(fd):
             raise SafetyRefusal(f"refusing to write to {path}: it is read-only (BLKROGET)")

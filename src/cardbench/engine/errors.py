@@ -8,15 +8,18 @@ reaches the user as the same words and the same exit code whichever command met 
   :class:`IoSetupError` (a :class:`TargetError`, exit 3) for what is the user's setup
   (permissions, a missing path), an :class:`IoFault` (a :class:`DeviceFault`, exit 5) for what
   the card did; both carry the errno, the operation and the byte offset as typed fields;
+* :func:`open_error` is the one-line error for a failed exclusive open of a block device
+  (busy or read-only: a :class:`~cardbench.errors.SafetyRefusal`, exit 4; else exit 3);
 * :data:`GONE` are the errnos that mean the card itself went away (not one bad spot),
-  :data:`FULL` those that mean the filesystem filled up.
+  :data:`FULL` those that mean the filesystem filled up, :data:`DENIED` those that need root
+  (or a permission), :data:`BUSY` those of a device someone else holds.
 """
 
 from __future__ import annotations
 
 import errno
 
-from cardbench.errors import DeviceFault, TargetError
+from cardbench.errors import DeviceFault, SafetyRefusal, TargetError
 
 #: errno -> what it means for a card, in words
 REASONS: dict[int, str] = {
@@ -31,13 +34,18 @@ REASONS: dict[int, str] = {
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
     errno.ENOENT: "no such file or directory",
+    errno.EBUSY: "it is in use (mounted, swap, part of RAID/LVM/LUKS, or opened exclusively by another program)",
 }
 #: the card itself stopped answering
 GONE = frozenset({errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM, errno.ESHUTDOWN})
 #: the filesystem (or the user's quota) is full
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: not allowed to this user (root needed, or a permission)
+DENIED = frozenset({errno.EACCES, errno.EPERM})
+#: someone else holds the device (mounted, swap, RAID/LVM/LUKS, another exclusive opener)
+BUSY = frozenset({errno.EBUSY})
 #: the user's setup, not the card: exit 3 (TargetError)
-_SETUP = frozenset({errno.EACCES, errno.EPERM, errno.ENOENT})
+_SETUP = DENIED | {errno.ENOENT}
 
 
 class _Located:
@@ -91,6 +99,11 @@ def describe(err: int | None, fallback: str | None = None) -> str:
     return os.strerror(err) if err else "I/O error"
 
 
+def fault_errno(e: BaseException) -> int:
+    """The errno an error carries (an OSError, :class:`IoFault`...), EIO when it carries none."""
+    return getattr(e, "errno", None) or errno.EIO
+
+
 #: what :func:`io_error` returns (catch these to handle any error of moving card bytes)
 IO_ERRORS = (IoFault, IoSetupError)
 
@@ -100,6 +113,27 @@ def io_error(e: OSError, path: str, *, op: str | None = None, offset: int | None
     msg = f"{path}: {describe(e.errno, e.strerror or str(e))}"
     cls = IoSetupError if e.errno in _SETUP else IoFault
     return cls(msg, errno=e.errno, op=op, offset=offset)
+
+
+def open_error(e: OSError, path: str, action: str = "open") -> SafetyRefusal | IoSetupError:
+    """The one-line error for a failed exclusive open of the block device ``path`` to ``action``
+    ("open", "write to"): a device in use or read-only is refused by the safety rules
+    (:class:`SafetyRefusal`, exit 4); a missing one, a permission, no medium or any other errno
+    is an :class:`IoSetupError` (exit 3) carrying the errno."""
+    err = e.errno
+    if err in BUSY:
+        return SafetyRefusal(f"refusing to {action} {path}: {REASONS[errno.EBUSY]}")
+    if err == errno.EROFS:
+        return SafetyRefusal(f"refusing to {action} {path}: it is read-only")
+    if err == errno.ENOENT:
+        msg = f"{path} does not exist"
+    elif err in DENIED:
+        msg = f"cannot open {path}: permission denied (raw device tests need root)"
+    elif err == errno.ENOMEDIUM:
+        msg = f"{path} has no medium (is the card inserted?)"
+    else:
+        msg = f"cannot open {path}: {describe(err, e.strerror or str(e))}"
+    return IoSetupError(msg, errno=err, op="open")
 
 
 def short_transfer(path: str, op: str, offset: int, got: int, want: int, why: str = "the device ended early") -> IoFault:

@@ -7,26 +7,28 @@
 * f3read: ``Validating file 1.h2w ...   65280/        0/      0/      0`` per file (ok /
   corrupted / changed / overwritten sectors), then ``Data OK: 31.88 MB (65280 sectors)``,
   ``Data LOST: ...``, its three parts, and ``Average reading speed: 131.14 MB/s`` (10.0:
-  ``Average sequential read speed: ...``). Verdict: nothing lost and everything read ->
-  genuine; lost sectors in the last files only (every file from the first damaged one on is
-  mostly lost) -> counterfeit, ``wraparound`` when most lost sectors were overwritten, else
-  ``dropped``; lost sectors elsewhere -> damaged. Usable: the bytes that read back right (their
-  position on the card is unknown, as in cardbench's own full verify of a directory).
+  ``Average sequential read speed: ...``). Verdict: the one rule (:mod:`cardbench.verify.verdict`,
+  as for cardbench's own full verify): nothing lost and everything read -> genuine; overwritten
+  sectors (from another position) -> counterfeit, ``wraparound``; corrupted sectors only at the
+  end of the data (each file's placed at its end) -> counterfeit, ``dropped``; else damaged.
+  Usable: the bytes that read back right (their position on the card is unknown, as in
+  cardbench's own full verify of a directory).
 * f3write (alone or before f3read in the same file): ``Free space:`` and ``Average writing
   speed:``; on its own it has no verdict and is refused.
 * f3probe: ``Good news: The device `/dev/sdb' is the real thing`` / ``Bad news: ... is
   damaged`` / ``... is a counterfeit of type limbo|wraparound|chain``, the ``f3fix
   --last-sec=N /dev/sdb`` it printed, and ``*Usable* size: 7.86 GB (16477879 blocks)``,
   ``Announced size:``, ``Physical block size: 512.00 Byte (2^9 Bytes)``. Usable bytes =
-  blocks x block size. f3's type is kept (``f3_type``); ``kind`` is wraparound for wraparound
-  and chain, dropped for limbo (writes past the real size are lost).
+  blocks x block size. f3's type is kept (``f3_type``) and its sentence (``tool_verdict``); the
+  verdict is the one rule's on what it found: wraparound and chain are a wraparound, limbo
+  loses the writes past the usable size (``dropped``), "damaged" is damage.
 
-**H2testw** (1.3, 1.4, English): ``Test finished without errors.`` -> genuine; ``The media is
-likely to be defective.`` with ``7.8 GByte OK (16383999 sectors)``, ``... DATA LOST (...
-sectors)``, ``Details:0 KByte overwritten (0 sectors)``, ``... slightly changed``, ``...
-corrupted``, ``... aliased memory`` -> counterfeit when the first error sits at the end of the
-good data (``First error at offset:`` equal to the OK bytes), ``wraparound`` when sectors are
-aliased or overwritten, else ``dropped``; else damaged. ``Warning: Only 15000 of 15103 MByte
+**H2testw** (1.3, 1.4, English): ``Test finished without errors.`` or ``The media is likely to
+be defective.`` (kept as ``tool_verdict``) with ``7.8 GByte OK (16383999 sectors)``, ``... DATA
+LOST (... sectors)``, ``Details:0 KByte overwritten (0 sectors)``, ``... slightly changed``,
+``... corrupted``, ``... aliased memory``; the one rule judges them: aliased or overwritten
+sectors -> counterfeit, ``wraparound``; corrupted sectors lying from ``First error at offset:``
+to the end of the data -> counterfeit, ``dropped``; else damaged. ``Warning: Only 15000 of 15103 MByte
 tested.`` gives the tested size; ``Writing speed: 12.3 MByte/s`` (H2testw's MByte is 2^20 B).
 
 Every printed size is checked against its own sector count and every total against its parts;
@@ -40,6 +42,7 @@ import re
 from cardbench.importers.base import ImportReport, bad_input, imported_verify
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.result import Card
+from cardbench.verify.verdict import file_losses, judge, judge_fill
 
 SECTOR = 512
 _F3_UNITS = {"byte": 1, "bytes": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50}
@@ -84,6 +87,13 @@ def _clean(text: str) -> list[str]:
     return [re.sub(r".\x08", "", ln).replace("\x08", "").rstrip("\r") for ln in text.splitlines()]
 
 
+def _line_of(text: str, m: re.Match) -> str:
+    """The whole line (stripped) in which ``m`` matched: a tool's own verdict sentence."""
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    return text[start:end if end >= 0 else len(text)].strip()
+
+
 def _size_flag(flags: list[Flag], line: int, row: str, figure: str, printed: str, unit: str, count: int,
                unit_bytes: dict, block: int = SECTOR) -> None:
     u = unit_bytes.get(unit.lower())
@@ -94,16 +104,20 @@ def _size_flag(flags: list[Flag], line: int, row: str, figure: str, printed: str
     check_figure(flags, line, row, figure, p, exact, exact, exact, f"{count:,} x {block} B in {unit}")
 
 
-def _f3_verdict(files: list[dict], ok: int, lost: int, overwritten: int, read_all: bool) -> tuple[str, str | None]:
-    if lost == 0 and read_all:
-        return "genuine", None
-    first_bad = next((i for i, f in enumerate(files) if sum(f["counts"].values()) - f["counts"]["ok"] > 0), None)
-    tail = files[first_bad + 1:] if first_bad is not None else []
-    tail_lost = all(f["counts"]["ok"] <= 0.5 * sum(f["counts"].values()) for f in tail)
-    if lost > 0 and first_bad is not None and tail_lost and (tail or lost >= 0.5 * (ok + lost) or
-                                                             first_bad == len(files) - 1):
-        return "counterfeit", "wraparound" if overwritten >= 0.5 * lost else "dropped"
-    return "damaged", "other"
+def _f3_verdict(files: list[dict], ok: int, lost: int, parts: dict[str, int], read_all: bool) -> tuple[str, str | None]:
+    """The one rule (verify/verdict.py) on f3read's counts: "corrupted" sectors are lost (each
+    file's placed at its end), "overwritten" ones came from another position, "slightly changed"
+    ones and unread data are damage."""
+    changed, overwritten = parts.get("Slightly changed", 0), parts.get("Overwritten", 0)
+    corrupted = parts.get("Corrupted", max(0, lost - changed - overwritten))
+    damaged = bool(changed) or not read_all
+    if files:
+        sizes = [(sum(f["counts"].values()) * SECTOR, f["counts"]["corrupted"] * SECTOR) for f in files]
+        return judge_fill(written=sum(size for size, _ in sizes), lost=file_losses(sizes),
+                          wrapped=overwritten > 0, damaged=damaged)
+    # totals without the per-file lines: where the losses lie is not known
+    return judge_fill(written=(ok + lost) * SECTOR, unplaced=corrupted * SECTOR, wrapped=overwritten > 0,
+                      damaged=damaged)
 
 
 def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
@@ -179,7 +193,7 @@ def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
             check_figure(flags, totals["Data OK"][0], "f3read totals", "Data OK sectors", Printed(str(ok), ok, 0),
                          fsum["ok"], fsum["ok"], fsum["ok"], "the sum of the files' ok sectors")
     overwritten = parts.get("Overwritten", 0)
-    verdict, kind = _f3_verdict(files, ok, lost, overwritten, read_all)
+    verdict, kind = _f3_verdict(files, ok, lost, parts, read_all)
     report.flags += flags
     report.convention = ("f3 " + "/".join(f"f3{k} {v}" for k, v in sorted(versions.items())) +
                          ": sizes and speeds in binary units (f3's adjust_unit divides by 1024: MB = MiB, "
@@ -233,10 +247,12 @@ def import_f3probe(text: str, *, path: str, digest: str, card: Card | None = Non
     for name in ("*Usable* size", "Announced size"):
         value, unit, blocks, _o, line = sizes[name]
         _size_flag(flags, line, "f3probe", name, value, unit, blocks, _F3_UNITS, block)
-    verdict = {"the real thing": "genuine", "damaged": "damaged"}.get(what, "counterfeit")
-    kind = {"wraparound": "wraparound", "chain": "wraparound", "limbo": "dropped"}.get(ftype or "", None)
-    if verdict == "damaged":
-        kind = "other"
+    # the one rule on what f3probe found: a fake type is a boundary at its usable size (wraparound
+    # and chain: data came back from another position; limbo: writes past it are lost); its
+    # "damaged" is bad blocks without a boundary. Its own sentence is kept as tool_verdict.
+    verdict, kind = judge(whole=announced, wrapped=ftype in ("wraparound", "chain"),
+                          lost_bytes=max(0, announced - usable) if ftype else 0, lost_kind="dropped",
+                          lost_is_tail=True, damaged=what == "damaged")
     fix = _FIX.search(text)
     fix_cmd = fix.group(1) if fix else None
     if fix:
@@ -256,7 +272,8 @@ def import_f3probe(text: str, *, path: str, digest: str, card: Card | None = Non
                           usable=usable, kind=kind, card=card, reader=reader, device=device, fix_command=fix_cmd,
                           raw=text, basis="f3probe's *Usable* size (blocks x block size)",
                           algorithm="f3probe: writes and reads back sampled blocks to find the real capacity",
-                          f3_type=ftype, block_size=block, flags=[str(f) for f in flags])
+                          f3_type=ftype, block_size=block, flags=[str(f) for f in flags],
+                          tool_verdict=m.group(0))
     if verdict != "genuine":
         doc["bad_ranges"] = [[usable, announced]] if usable < announced else []
     report.verify_docs.append(doc)
@@ -308,7 +325,7 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
                                              "(truncated?)")
     kind = None
     if clean:
-        verdict = "genuine"
+        verdict, kind = judge_fill(written=tested or 0)
         usable = tested
         basis = "the MByte H2testw tested (its free space), all read back right"
         announced = tested
@@ -321,14 +338,14 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
         if all(k in counts for k in ("overwritten", "slightly changed", "corrupted")) and parts != lost:
             check_figure(flags, 0, "H2testw", "DATA LOST sectors", Printed(str(lost), lost, 0), parts, parts, parts,
                          "overwritten + slightly changed + corrupted + aliased")
-        tail = first_error is not None and abs(first_error - usable) <= max(SECTOR, announced // 1000) \
-            and lost >= 0.05 * (ok + lost)
-        if tail:
-            verdict = "counterfeit"
-            kind = "wraparound" if counts.get("aliased memory", 0) + counts.get("overwritten", 0) > 0.5 * lost \
-                else "dropped"
-        else:
-            verdict, kind = "damaged", "other"
+        # the one rule on H2testw's counts: "corrupted" sectors are lost, from the first error on;
+        # "overwritten" and "aliased memory" came from another position; "slightly changed" is damage
+        corrupted = counts.get("corrupted", max(0, lost - parts)) * SECTOR
+        lost_at = [[first_error, first_error + corrupted]] if first_error is not None else []
+        verdict, kind = judge_fill(written=announced, lost=lost_at,
+                                   unplaced=corrupted if first_error is None else 0,
+                                   wrapped=counts.get("aliased memory", 0) + counts.get("overwritten", 0) > 0,
+                                   damaged=counts.get("slightly changed", 0) > 0)
     found = re.findall(r"H2testw v(?:ersion )?(\d+\.\d+)", text)
     vm = re.match(r"(.*)", found[-1]) if found else None
     report = ImportReport(path=path, format="h2testw", flags=flags)
@@ -340,6 +357,7 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
                           algorithm="H2testw fills the free space with 1 GiB .h2w files and checks every sector",
                           sectors=counts or None, first_error_offset=first_error,
                           timings={"write_bytes_per_s": speeds.get("write"), "read_bytes_per_s": speeds.get("read")},
-                          flags=[str(f) for f in flags], ok_line=ok_text)
+                          flags=[str(f) for f in flags], ok_line=ok_text,
+                          tool_verdict=_line_of(text, clean or defective))
     report.verify_docs.append(doc)
     return report

@@ -101,6 +101,8 @@ def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
                      .strip()))
     verdict = doc.get("verdict") or "unknown"
     rows.append(("verdict", verdict.upper() + (f" ({doc['kind']})" if doc.get("kind") else "")))
+    if doc.get("tool_verdict"):      # an imported log: what the tool itself said
+        rows.append((f"{(doc.get('tool') or {}).get('name') or 'the tool'} said", plain(doc["tool_verdict"])))
     rows.append(("announced", _sz(doc.get("announced_bytes"), mib)))
     rows.append(("usable", _sz(doc.get("usable_bytes"), mib) +
                  (f" ({doc['usable_basis']})" if doc.get("usable_basis") and verdict != "genuine" else "")))

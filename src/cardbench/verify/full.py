@@ -19,13 +19,12 @@ are removed at the end unless ``keep_files``; after an interruption they stay fo
 """
 
 import os
-import stat
 from typing import Any
 
-from cardbench.errors import TargetError, UsageError
 from cardbench.verify.full_run import CHUNK, FillRun
 from cardbench.verify.full_sources import DeviceRun, DirRun
-from cardbench.verify.full_state import FILE_RE, MiB, STATE_NAME, default_file_bytes
+from cardbench.verify.full_state import FILE_RE, STATE_NAME, default_file_bytes
+from cardbench.verify.options import VerifyOptions, target_kind
 
 __all__ = ["CHUNK", "FILE_RE", "STATE_NAME", "DeviceRun", "DirRun", "FillRun", "default_file_bytes", "verify_full"]
 
@@ -41,26 +40,18 @@ def verify_full(target: str, *, destructive: bool = False, resume: bool = False,
     files (directory mode). ``state_dir``: where the state is kept (a block device) or mirrored
     (a directory; the state file proper sits beside the files); default the user state dir. ``file_bytes``: bytes per file/segment (default: see
     ``default_file_bytes``). ``max_bytes``: fill at most this much (a partial test, like
-    H2testw's "only N MB"). Ctrl-C raises ``Interrupted`` (``.doc`` is the partial document; the
-    files and state stay for ``resume``).
+    H2testw's "only N MB"). The options are checked by
+    :class:`~cardbench.verify.options.VerifyOptions` (a missing target: TargetError; a block
+    device without ``destructive``: UsageError). Ctrl-C raises ``Interrupted`` (``.doc`` is the
+    partial document; the files and state stay for ``resume``).
     """
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        raise TargetError(f"{target}: no such file, directory or device") from None
-    except OSError as e:
-        raise TargetError(f"{target}: {e.strerror}") from None
-    if file_bytes is not None and (file_bytes < MiB or file_bytes % MiB):
-        raise UsageError("the file size must be a whole number of MiB (at least 1 MiB)")
-    if stat.S_ISDIR(st.st_mode):
+    kind = target_kind(target)
+    VerifyOptions(full=True, destructive=destructive, resume=resume, keep_files=keep_files,
+                  file_bytes=file_bytes).check(kind, target)
+    if kind == "directory":
         run = DirRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                       keep_files=keep_files, max_bytes=max_bytes, state_dir=state_dir)
-    elif stat.S_ISBLK(st.st_mode):
-        if not destructive:
-            raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
-                             "(and confirm), or give a directory on the mounted card instead")
+    else:
         run = DeviceRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                          check_safety=check_safety, max_bytes=max_bytes, state_dir=state_dir)
-    else:
-        raise UsageError(f"{target} is neither a directory nor a block device")
     return run.run()

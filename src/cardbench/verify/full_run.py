@@ -20,7 +20,7 @@ from cardbench.errors import Interrupted
 from cardbench.progress import NullProgress
 from cardbench.verify.doc import fix_for, new_doc, now_iso
 from cardbench.verify.full_state import MiB, STATE_SCHEMA
-from cardbench.verify.verdict import judge
+from cardbench.verify.verdict import judge_fill
 
 CHUNK = 4 * MiB
 MAX_RANGES = 256
@@ -50,6 +50,8 @@ class FillRun:
         self.dropped_phys: list[tuple[int, int]] = []
         self.bad_phys: list[tuple[int, int]] = []
         self.bad_virtual: list[list[int]] = []
+        #: fill ranges whose data did not come back (zeros, foreign data, garbage), in fill order
+        self.lost_virtual: list[list[int]] = []
         self.overwritten_phys = 0
 
     # -- to be provided ---------------------------------------------------------------------------
@@ -288,6 +290,8 @@ class FillRun:
         res = unit["read"]
         for s, e, cls in res.get("bad_runs", []):
             self.bad_virtual.append([s, e])
+            if cls in _DROPPED or cls == "mixed":
+                self.lost_virtual.append([s, e])
             pieces = self.physical(s, e - s)
             if pieces is None:
                 continue
@@ -332,10 +336,9 @@ class FillRun:
         basis = "announced (every byte written read back right)"
         tail_start = None
         abnormal = self.gone or bool(self.stopped and self.stopped not in ("full", "limit"))
-        # on a whole device the fill runs in the device's order: what it lost is the card's end
-        verdict, kind = judge(whole=written, wrapped=overwritten > 0, lost_bytes=dropped, lost_kind="dropped",
-                              lost_is_tail=self.mode_target == "device",
-                              damaged=bool(changed or read_err or write_errors), stopped=abnormal)
+        # the one rule (verify/verdict.py), on the lost ranges in fill order (a device's own order)
+        verdict, kind = judge_fill(written=written, lost=self.lost_virtual, wrapped=overwritten > 0,
+                                   damaged=bool(changed or read_err or write_errors), stopped=abnormal)
         if verdict == "counterfeit":
             if kind == "wraparound" and wrap and physical_ok:
                 usable, basis = wrap, "wraparound distance on the device"

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from cardbench.engine.errors import fault_errno
 from cardbench.errors import CardbenchError, DeviceFault, Interrupted
 from cardbench.patterns import CLASSES, SECTOR, Pattern, merge_ranges
 from cardbench.verify.io import IOFailure
@@ -256,8 +257,8 @@ class Prober:
                 pos += n
             self.saver.save(offset, length)
         except DeviceFault as e:
-            raise IOFailure("read", offset, length, 5, f"cannot save the bytes at {offset} before writing: "
-                                                         f"{e.message}") from None
+            raise IOFailure("read", offset, length, fault_errno(e),
+                            f"cannot save the bytes at {offset} before writing: {e.message}") from None
         except Interrupted:
             raise   # SIGTERM while saving: an interruption, not a journal failure
         except (CardbenchError, OSError) as e:

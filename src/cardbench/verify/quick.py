@@ -21,11 +21,12 @@ import time
 from typing import Any
 
 from cardbench.engine.data import geometry
-from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
+from cardbench.errors import CardbenchError, Interrupted, TargetError
 from cardbench.progress import NullProgress
 from cardbench.signals import signals_held
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
 from cardbench.verify.io import DeviceIO
+from cardbench.verify.options import VerifyOptions
 from cardbench.verify.probe import MIN_DEVICE, ProbeOptions, Prober
 
 def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
@@ -40,8 +41,7 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
     ``assume_cache_bytes``: the largest cache a card is assumed to hide data in when it cannot
     be measured (default: size/64 clamped to 8..256 MiB).
     """
-    if time_budget is not None and time_budget <= 0:
-        raise UsageError("the time budget must be a positive number of seconds")
+    VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", path)
     progress = progress or NullProgress()
     doc = new_doc("quick")
     doc["device"] = path

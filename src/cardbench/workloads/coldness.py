@@ -34,7 +34,7 @@ from typing import Callable
 
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
-from cardbench.engine.errors import IoFault, IoSetupError
+from cardbench.engine.errors import DENIED, IoFault, IoSetupError
 from cardbench.workloads.files import drop_cache
 
 #: BLKFLSBUF, linux/fs.h _IO(0x12, 97): flush a block device's buffers and drop its page cache
@@ -97,7 +97,7 @@ def drop_device_cache(device: str | None) -> dict[str, str]:
             fcntl.ioctl(fd, BLKFLSBUF, 0)
             done["BLKFLSBUF"] = "done"
         except OSError as e:
-            done["BLKFLSBUF"] = "needs root" if e.errno in (1, 13) else (e.strerror or str(e))
+            done["BLKFLSBUF"] = "needs root" if e.errno in DENIED else (e.strerror or str(e))
     finally:
         os.close(fd)
     return done
@@ -111,7 +111,7 @@ def drop_all_caches() -> str:
             f.write("3\n")
         return "done"
     except OSError as e:
-        return "needs root" if e.errno in (1, 13) else (e.strerror or str(e))
+        return "needs root" if e.errno in DENIED else (e.strerror or str(e))
 
 
 def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) -> float | None:
