@@ -32,7 +32,7 @@ def test_real_run_export_import_round_trip(tmp_path):
     out = tmp_path / "export.json"
     _ok(runner.invoke(export, ["--db", str(db1), "-o", str(out)]))
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "cardbench.results/1" and len(doc["results"]) == 2
+    assert doc["schema"] == "cardbench.export/2" and len(doc["results"]) == 2
     text = _ok(runner.invoke(import_cmd, [str(out), "--db", str(db2)]))
     assert "2 results read as cardbench" in text and "saved 2 results" in text
     with open_store(db1) as a, open_store(db2) as b:

@@ -7,8 +7,10 @@
 
 Formats (``fmt``; recognised by content when None, in this order):
 
-* ``cardbench``: cardbench's export, ``{"schema": "cardbench.results/1", "results": [...]}`` (also
-  one ``cardbench.result/1`` document, or a list of them). Read back identically.
+* ``cardbench``: cardbench's export, ``cardbench.export/2`` (results, verify documents, reader
+  probes, drawer sessions: :mod:`cardbench.store.export`), or the older ``{"schema":
+  "cardbench.results/1", "results": [...]}`` (also one ``cardbench.result/1`` document, or a list
+  of them). Read back identically, with the same ids.
 * ``fio``: ``fio --output-format=json`` / ``json+``, fio 2.x and 3.x (importers.fio, fiojson).
 * ``fio-terse``: ``fio --minimal``, terse versions 3 and 4 (importers.fio).
 * ``fio-normal``: fio's default human output, 2.x and 3.x (importers.fio_normal).
@@ -96,38 +98,25 @@ def _sniffers():
 
 
 def _json_kind(doc) -> str:
-    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("cardbench.result"):
+    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(("cardbench.result", "cardbench.export/")):
         return "cardbench"
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and d.get("schema") == RESULT_SCHEMA for d in doc):
         return "cardbench"
     if isinstance(doc, dict) and ("fio version" in doc or isinstance(doc.get("jobs"), list)):
         return "fio"
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    raise UsageError("JSON that is neither a cardbench export (schema cardbench.results/1) nor fio "
+    raise UsageError("JSON that is neither a cardbench export (schema cardbench.export/2) nor fio "
                      f"--output-format=json output" + (f" (schema {schema!r})" if schema else ""))
 
 
 def import_cardbench(doc, *, path: str) -> ImportReport:
-    if isinstance(doc, list):
-        docs = doc
-    elif doc.get("schema") == RESULTS_SCHEMA:
-        docs = doc.get("results")
-        if not isinstance(docs, list):
-            raise UsageError(f"{path}: {RESULTS_SCHEMA} document without a 'results' list")
-    elif doc.get("schema") == RESULT_SCHEMA:
-        docs = [doc]
-    else:
-        raise UsageError(f"{path}: unknown cardbench schema {doc.get('schema')!r} (this cardbench reads "
-                         f"{RESULTS_SCHEMA} and {RESULT_SCHEMA}); a newer cardbench may have written it")
-    report = ImportReport(path=path, format="cardbench")
-    for i, d in enumerate(docs):
-        try:
-            problem = _shape_problem(d)
-            if problem:
-                raise ValueError(problem)
-            report.results.append(Result.from_dict(d))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}") from None
+    """An export (:func:`cardbench.store.export.read_export`): results in ``report.results``,
+    verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
+    from cardbench.store.export import read_export
+    contents = read_export(doc, path=path, result_problem=_shape_problem)
+    report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
+                          documents=[*contents.probes, *contents.sessions])
+    report.export = contents
     return report
 
 

@@ -51,6 +51,10 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
     file_size_bytes: int | None = None
     file_size_source: str | None = None     # "option" | "file" | "default" | "column"
+    #: a cardbench export's reader probes and drawer sessions (cardbench.probe/1, cardbench.session/1)
+    documents: list[dict] = field(default_factory=list)
+    #: a cardbench export, read whole (cardbench.store.export.Contents): stored in one transaction
+    export: Any = None
 
     def lines(self) -> list[str]:
         """A human summary: what was read, every flag and every skipped line."""
@@ -58,6 +62,10 @@ class ImportReport:
         if self.verify_docs:
             n = len(self.verify_docs)
             what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
+        if self.export is not None:
+            from cardbench.store.export import counts
+            c = self.export
+            what = counts({"results": c.results, "verify": c.verify, "probes": c.probes, "sessions": c.sessions})
         out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
