@@ -387,17 +387,22 @@ class DrawerSession:
         except CardbenchError as e:
             self._event("probe_failed", devices=mates, error=e.message)
             return
-        finding["reader"] = outcome.result.reader.name or outcome.result.reader.identity()
-        finding["reader_identity"] = outcome.result.reader.identity()
+        self.add_probe(finding, outcome.result.reader, {o.device: o.result.card for o in self.outcomes
+                                                        if o.device in mates and o.result is not None})
+
+    def add_probe(self, finding: dict[str, Any], reader: Reader, cards: dict[str, Card]) -> dict[str, Any]:
+        """Keep a :func:`judge_shared` finding of this session: it joins the session's reader
+        verdict and is stored as a ``cardbench.probe/1`` document (returned)."""
         from cardbench.evidence import probe_document
-        doc = probe_document(finding, reader=outcome.result.reader, session_id=self.session_id,
-                             cards={o.device: o.result.card for o in self.outcomes
-                                    if o.device in mates and o.result is not None})
+        finding["reader"] = reader.name or reader.identity()
+        finding["reader_identity"] = reader.identity()
+        doc = probe_document(finding, reader=reader, session_id=self.session_id, cards=cards)
         finding["probe_id"] = doc["id"]
         self.probes.append(finding)
         self.probe_docs.append(doc)
-        self._save_record(doc, outcome.device)
+        self._save_record(doc, None)
         self._event("probed", finding=finding)
+        return doc
 
     def _save_record(self, doc: dict[str, Any], device: str | None) -> bool:
         """Store a probe or session document (the one save path); a failure is said, as a card's is."""

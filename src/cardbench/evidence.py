@@ -68,7 +68,14 @@ def probe_findings(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         measured = doc.get("measured")
         if not isinstance(measured, dict) or not measured.get("devices"):
             continue
-        finding = judge_shared(measured)
+        named = copy.deepcopy(measured)       # the evidence names the cards, not only /dev/sdX of that day
+        for row in named["devices"]:
+            card = row.get("card")
+            if isinstance(card, dict):
+                who = " ".join(str(x) for x in (card.get("brand"), card.get("name"), card.get("label")) if x)
+                row["device"] = f"{who or card.get('identity')} ({row.get('device')})"
+        finding = judge_shared(named)
+        finding["measured"] = measured
         reader = doc.get("reader") if isinstance(doc.get("reader"), dict) else None
         finding["reader_identity"] = probe_reader_identity(doc)
         finding["reader"] = (reader or {}).get("name") or finding["reader_identity"]

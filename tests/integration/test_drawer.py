@@ -257,12 +257,21 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
         with EmulatedReader(ceiling=ceiling) as reader:
             a = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot1"))
             b = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot2"))
-            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1")
+            db = str(tmp_path / "probe.db")
+            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1", "--db", db,
+                        "--reader", "two-slot")
             assert p.returncode == 0, p.stderr
             finding = json.loads(p.stdout)
             assert finding["kind"] == "probe" and finding["confidence"] == "likely"
             assert finding["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
             for row in finding["measured"]["devices"]:
                 assert row["alone_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
+            # issue 25: the probe is stored, and a later `readers` (a fresh process) weighs it
+            p = run_cli("readers", "--db", db, "--json")
+            assert p.returncode == 0, p.stderr
+            [row] = json.loads(p.stdout)
+            assert row["kind"] == "probe" and row["confidence"] == "likely"
+            assert row["ceiling_bytes_per_s"] == pytest.approx(finding["ceiling_bytes_per_s"])
+            assert json.loads(run_cli("export", "--db", db).stdout)["probes"][0]["id"] == finding["probe_id"]
             p = run_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr

@@ -56,7 +56,7 @@ __all__ = ["import_file", "import_text", "ImportReport", "Flag", "Skipped", "DEF
            "DEFAULT_FILE_SIZE_TEXT", "FORMATS", "detect_format"]
 
 
-def detect_format(text: str) -> str:
+def detect_format(text: str, *, path: str | None = None) -> str:
     """The format of ``text`` by its content (see the module docstring); UsageError listing the
     formats tried when it is none of them."""
     stripped = text.lstrip()
@@ -66,7 +66,9 @@ def detect_format(text: str) -> str:
         except ValueError as e:
             if '"fio version"' in text[:4096]:
                 return "fio"            # fio's JSON with a note after it; a truncation is named there
-            raise UsageError(f"looks like JSON but cannot be parsed: {e}; nothing imported") from None
+            where = f"{path}: " if path else ""
+            cut = " (cut short?)" if "Expecting" in str(e) or "Unterminated" in str(e) else ""
+            raise UsageError(f"{where}looks like JSON but cannot be parsed{cut}: {e}; nothing imported") from None
         return _json_kind(doc)
     if '"fio version"' in text and "{" in text:
         return "fio"                        # fio's JSON with notes printed around it
@@ -185,7 +187,7 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
                 reader: str | None = None, card: Card | None = None) -> ImportReport:
     """Like import_file, on text already read."""
     forced = bool(fmt)
-    fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text)
+    fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text, path=path)
     if fmt not in FORMATS:
         raise UsageError(f"unknown import format {fmt!r} (use one of {', '.join(FORMATS)})")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -152,8 +152,6 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             problem = _doc_problem(d, schema)
             if problem:
                 raise UsageError(f"{path}: {what} {d['id']}: {problem}; nothing imported")
-            if schema == VERIFY_SCHEMA and not isinstance(d.get("card"), dict):
-                raise UsageError(f"{path}: verify document {d['id']} names no card; nothing imported")
             missing = [c for c in cards_named(d) if c not in known]
             if missing:
                 raise UsageError(f"{path}: {what} {d['id']} names card {missing[0]}, which the export's cards do "
