@@ -99,6 +99,16 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
     from cardbench.store import open_store
     with open_store(db) as store:
         assert len(store.results()) == 3 and len(store.verify_results()) == 3
+        # issue 25: the session itself is stored: its cards in order, each with its result and verify
+        [session] = store.sessions()
+        docs = drawer.docs()
+        assert [c["result_id"] for c in session["cards"]] == [d["result"]["id"] for d in docs]
+        assert [c["verify_id"] for c in session["cards"]] == [d["verify"]["id"] for d in docs]
+        assert session["reader_verdict"]
+    # and a later `readers` (a fresh process) shows it, and `export` carries it
+    p = run_cli("readers", "--db", db)
+    assert p.returncode == 0 and "Drawer session" in p.stdout and "3 cards" in p.stdout, p.stderr
+    assert json.loads(run_cli("export", "--db", db).stdout)["sessions"][0]["id"] == session["id"]
 
 
 def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
