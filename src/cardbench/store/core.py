@@ -443,12 +443,16 @@ class Store:
         The document's ``card`` / ``reader`` (dicts as in a result) link it to cards and readers;
         a missing ``id`` is given one (in the stored copy; the caller's dict is not changed).
         """
-        doc, text = _prepared(doc, VERIFY_SCHEMA, "verify document")
+        return self._save_document(doc, VERIFY_SCHEMA, "verify document", self._save_verify_rows)
+
+    def _save_document(self, doc: dict, schema: str, what: str, rows) -> str:
+        """Save one document (``rows(doc, text)`` writes its rows) in its own transaction."""
+        doc, text = _prepared(doc, schema, what)
 
         def tx():
             with self._db.transaction():
-                self._save_verify_rows(doc, text)
-        self._run("saving a verify result", tx, retry=True)
+                rows(doc, text)
+        self._run(f"saving a {what}", tx, retry=True)
         return str(doc["id"])
 
     def _save_verify_rows(self, doc: dict, text: str) -> None:
@@ -467,13 +471,7 @@ class Store:
     def save_probe(self, doc: dict) -> str:
         """Save a ``cardbench.probe/1`` document (cards read at once; see ``cardbench.evidence``);
         returns its id. Its ``reader`` and each device's ``card`` link it to readers and cards."""
-        doc, text = _prepared(doc, PROBE_SCHEMA, "probe")
-
-        def tx():
-            with self._db.transaction():
-                self._save_probe_rows(doc, text)
-        self._run("saving a reader probe", tx, retry=True)
-        return str(doc["id"])
+        return self._save_document(doc, PROBE_SCHEMA, "reader probe", self._save_probe_rows)
 
     def _link_cards(self, kind: str, rid: str, entries: list) -> None:
         self._db.execute("DELETE FROM record_cards WHERE kind = ? AND record_id = ?", (kind, rid))
@@ -506,13 +504,7 @@ class Store:
 
     def save_session(self, doc: dict) -> str:
         """Save a ``cardbench.session/1`` document (a drawer session); returns its id."""
-        doc, text = _prepared(doc, SESSION_SCHEMA, "session")
-
-        def tx():
-            with self._db.transaction():
-                self._save_session_rows(doc, text)
-        self._run("saving a drawer session", tx, retry=True)
-        return str(doc["id"])
+        return self._save_document(doc, SESSION_SCHEMA, "drawer session", self._save_session_rows)
 
     def _save_session_rows(self, doc: dict, text: str) -> None:
         b = self._db
@@ -528,35 +520,31 @@ class Store:
     def save_all(self, items: list) -> list[str]:
         """Save results and documents (verify, probe, session) in ONE transaction: all or nothing
         (``cardbench import`` of an export). Each replaces what has its id. Returns the ids."""
+        rows_of = {VERIFY_SCHEMA: self._save_verify_rows, PROBE_SCHEMA: self._save_probe_rows,
+                   SESSION_SCHEMA: self._save_session_rows}
         prepared = []
         for it in items:
             if isinstance(it, Result):
                 doc = it.to_dict()
                 try:
-                    prepared.append(("result", it, doc, json.dumps(doc, ensure_ascii=False)))
+                    text = json.dumps(doc, ensure_ascii=False)
                 except (TypeError, ValueError) as e:
                     raise UsageError(f"result {it.id} cannot be stored as JSON: {first_line(e)}") from None
-            else:
-                kind = _DOC_KINDS.get(it.get("schema") if isinstance(it, dict) else None)
-                if kind is None:
-                    got = it.get("schema") if isinstance(it, dict) else type(it).__name__
-                    raise UsageError(f"cannot store {got!r}: not a result, verify, probe or session document")
-                doc, text = _prepared(it, kind[0], kind[1])
-                prepared.append((kind[1], None, doc, text))
+                prepared.append((lambda d, t, r=it: self._save_rows(r, d, t), doc, text))
+                continue
+            schema = it.get("schema") if isinstance(it, dict) else None
+            if schema not in rows_of:
+                got = schema if isinstance(it, dict) else type(it).__name__
+                raise UsageError(f"cannot store {got!r}: not a result, verify, probe or session document")
+            doc, text = _prepared(it, schema, schema)
+            prepared.append((rows_of[schema], doc, text))
 
         def tx():
             with self._db.transaction():
-                for kind, res, doc, text in prepared:
-                    if kind == "result":
-                        self._save_rows(res, doc, text)
-                    elif kind == "verify document":
-                        self._save_verify_rows(doc, text)
-                    elif kind == "probe":
-                        self._save_probe_rows(doc, text)
-                    else:
-                        self._save_session_rows(doc, text)
+                for rows, doc, text in prepared:
+                    rows(doc, text)
         self._run(f"saving {len(prepared)} records", tx, retry=True)
-        return [str(doc["id"]) for _, _, doc, _ in prepared]
+        return [str(doc["id"]) for _, doc, _ in prepared]
 
     def stored_document(self, kind: str, rid: str) -> dict | None:
         """The stored document of one record (kind: result, verify, probe, session), or None."""
@@ -628,8 +616,6 @@ class Store:
                                reader_sql="reader_id IN ({ids})")
 
 
-_DOC_KINDS = {VERIFY_SCHEMA: (VERIFY_SCHEMA, "verify document"), PROBE_SCHEMA: (PROBE_SCHEMA, "probe"),
-              SESSION_SCHEMA: (SESSION_SCHEMA, "session")}
 _ID_COLUMNS = {"result": ("runs", "result_id"), "verify": ("verify_results", "verify_id"),
                "probe": ("probes", "probe_id"), "session": ("sessions", "session_id")}
 

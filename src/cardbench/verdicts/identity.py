@@ -33,35 +33,31 @@ def identity_check(card: Any, target: dict[str, Any] | None) -> dict[str, Any] |
     ata = getattr(card, "ata", None) or {}
     if cid and str(cid.get("card_type") or "SD").upper() != "MMC" and cid.get("manufacturer_id") is not None:
         mid, oid = int(cid["manufacturer_id"]), str(cid.get("oem_id") or "")
-        register = f"SD CID manufacturer id 0x{mid:02x}, OEM id {oid!r}"
         entry = sd_maker(mid)
-        if entry is None:
-            return {"status": "unknown", "maker": None, "register": register, "sources": [],
-                    "text": f"identity: the card's {register} is not in cardbench's table of makers (SD-3C does "
-                            f"not publish them), so whether it is a {brand} card cannot be told from it"}
-        sources = list(entry["sources"])
-        if same_maker(brand, entry["brands"]):
-            return {"status": "agrees", "maker": entry["maker"], "register": register, "sources": sources,
-                    "text": f"identity: the card's {register} names {entry['maker']}, as its brand {brand} does"}
-        return {"status": "differs", "maker": entry["maker"], "register": register, "sources": sources,
-                "text": f"identity: the card reports its maker as {entry['maker']} ({register}), not {brand}: "
-                        f"{REBRANDING} [{', '.join(sources)}]"}
+        found = (entry["maker"], entry["brands"], list(entry["sources"])) if entry else None
+        return _judge(brand, f"SD CID manufacturer id 0x{mid:02x}, OEM id {oid!r}", found,
+                      "is not in cardbench's table of makers (SD-3C does not publish them)")
     model = ata.get("model") if isinstance(ata, dict) else None
     if model:
-        register = f"ATA model {str(model).strip()!r}"
-        found = ata_maker(model)
-        if found is None:
-            return {"status": "unknown", "maker": None, "register": register, "sources": [],
-                    "text": f"identity: the card's {register} names no maker cardbench knows, so whether it is "
-                            f"a {brand} card cannot be told from it"}
-        maker, names = found
-        if same_maker(brand, names):
-            return {"status": "agrees", "maker": maker, "register": register, "sources": ["S67"],
-                    "text": f"identity: the card's {register} names {maker}, as its brand {brand} does"}
-        return {"status": "differs", "maker": maker, "register": register, "sources": ["S67"],
-                "text": f"identity: the card reports its maker as {maker} ({register}), not {brand}: "
-                        f"{REBRANDING} [S67]"}
+        named = ata_maker(model)
+        return _judge(brand, f"ATA model {str(model).strip()!r}", (*named, ["S67"]) if named else None,
+                      "names no maker cardbench knows")
     return None
+
+
+def _judge(brand: str, register: str, found: tuple[str, list[str], list[str]] | None, unknown: str) -> dict[str, Any]:
+    """The check of one register: ``found`` is (maker, the names it sells under, sources) or None."""
+    if found is None:
+        return {"status": "unknown", "maker": None, "register": register, "sources": [],
+                "text": f"identity: the card's {register} {unknown}, so whether it is a {brand} card cannot be "
+                        "told from it"}
+    maker, names, sources = found
+    if same_maker(brand, names):
+        return {"status": "agrees", "maker": maker, "register": register, "sources": sources,
+                "text": f"identity: the card's {register} names {maker}, as its brand {brand} does"}
+    return {"status": "differs", "maker": maker, "register": register, "sources": sources,
+            "text": f"identity: the card reports its maker as {maker} ({register}), not {brand}: {REBRANDING} "
+                    f"[{', '.join(sources)}]"}
 
 
 def apply_identity_check(result: Any) -> dict[str, Any] | None:
