@@ -212,6 +212,27 @@ def test_consistent_rows_are_never_flagged(row):
     assert check_row(line=1, row="r", **_make(row)) == []
 
 
+def _make_chained(row):
+    """The same row computed as a person with a calculator does: each figure from the one printed
+    before it (the average as printed -> MB/s as printed -> X)."""
+    fig = _make(row)
+    avg = fig["avg"]
+    if avg.value <= 0:
+        return fig
+    rate = _printed(row["file_bytes"] / avg.value / 1e6, row["r_dec"])
+    fig.update(write_rate=rate, write_x=_printed(rate.value / 0.15, row["x_dec"]),
+               read_x=_printed(fig["read_rate"].value / 0.15, row["x_dec"]))
+    return fig
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows)
+def test_rows_computed_from_printed_figures_are_never_errors(row):
+    notes = []
+    assert check_row(line=1, row="r", notes=notes, **_make_chained(row)) == []
+    assert notes == []                        # the author's own arithmetic: not even a note
+
+
 @settings(max_examples=300, deadline=None)
 @given(rows, st.sampled_from(["avg", "write_rate", "write_x", "read_x"]), st.floats(1.5, 20.0),
        st.sampled_from([-1, 1]))

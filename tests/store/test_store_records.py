@@ -234,3 +234,48 @@ def test_a_drawer_session_stores_its_probe_and_itself(tmp_path, capsys):
     text = " ".join(_ok(capsys, "readers", "--db", db).split())
     assert "Lexar 4X (/dev/sdb) 20 MB/s" in text
     assert "its verdict then: Quad slot: caps reads at 20.5 MB/s (likely, cards read at once" in text
+
+
+def test_a_document_of_the_wrong_shape_is_named(tmp_path, capsys):
+    db = tmp_path / "a.db"
+    _fill(capsys, db)
+    good = json.loads(_ok(capsys, "export", "--db", db))
+    empty = tmp_path / "b.db"
+    for mangle, words in (
+            (lambda d: d["probes"][0]["measured"]["devices"][0]["card"].update(capacity_bytes="big"),
+             ("probe", "capacity_bytes' must be a number")),
+            (lambda d: d["sessions"][0].update(cards="all"), ("session", "'cards' must be a list")),
+            (lambda d: d["verify"][0].update(created_at=5), ("verify document", "'created_at' must be text")),
+            (lambda d: d.update(probes={}), ("'probes' must be a list",))):
+        doc = json.loads(json.dumps(good))
+        mangle(doc)
+        p = tmp_path / "bad.json"
+        p.write_text(json.dumps(doc))
+        code, out, err = cli(capsys, "import", p, "--db", empty)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
+        assert not empty.exists() or _counts(empty)["runs"] == 0
+
+
+def test_a_probe_the_store_cannot_take_waits_in_the_outbox(tmp_path, monkeypatch):
+    """The one save path: a probe (like a result) that the store cannot take (locked past the
+    timeout) is kept in the outbox and stored once by sync."""
+    from test_store_outbox import locked
+
+    from cardbench.record import record, sync
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("CARDBENCH_DB", raising=False)
+    db = tmp_path / "r.db"
+    with open_store(db):
+        pass
+    doc = probe_document(judge_shared(_measured(20 * MB)), reader=READER)
+    holder = locked(db, monkeypatch)
+    try:
+        rec = record(doc, db)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert not rec.stored and rec.kept and "not stored" in rec.problem().message
+    assert "1 reader probe" in " ".join(sync(db).lines())
+    sync(db)
+    with open_store(db) as st:
+        assert [p["id"] for p in st.probes()] == [doc["id"]]

@@ -162,10 +162,35 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
     return out
 
 
+def _entity_problem(value: Any, what: str, numeric: tuple[str, ...]) -> str | None:
+    """A card or reader (as in a result) whose fields have the types the store relies on."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"'{what}' must be an object"
+    for f, x in value.items():
+        if f in ("identity", "ata") or x is None:
+            continue
+        ok = (isinstance(x, (int, float)) and not isinstance(x, bool)) if f in numeric else isinstance(x, str)
+        if not ok:
+            return f"'{what}.{f}' must be {'a number' if f in numeric else 'text'}"
+    return None
+
+
 def _doc_problem(d: dict, schema: str) -> str | None:
-    for k in ("card", "reader"):
-        if d.get(k) is not None and not isinstance(d[k], dict):
-            return f"'{k}' must be an object"
+    entities = [(d.get("card"), "card"), (d.get("reader"), "reader")]
+    m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
+    entities += [(x.get("card"), f"measured.devices[{i}].card") for i, x in enumerate(m.get("devices") or [])
+                 if isinstance(x, dict)]
+    entities += [(c.get(k), f"cards[{i}].{k}") for i, c in enumerate(d.get("cards") or []) if isinstance(c, dict)
+                 for k in ("card", "reader")]
+    for value, what in entities:
+        problem = _entity_problem(value, what, ("capacity_bytes", "link_speed_mbit"))
+        if problem:
+            return problem
+    for k in ("created_at", "started_at", "finished_at"):
+        if d.get(k) is not None and not isinstance(d[k], str):
+            return f"'{k}' must be text"
     if schema == PROBE_SCHEMA:
         m = d.get("measured")
         if not isinstance(m, dict) or not isinstance(m.get("devices"), list) or \
