@@ -333,3 +333,15 @@ def test_one_slip_is_one_error_line_with_its_size(tmp_path, capsys):
     # a wrong average: one error, its MB/s and X (computed from the right mean) are not errors
     rep = import_text(_survey(True, slip=(3, "avg", "5.33")), fmt="table", file_size="42MB")
     assert [(f.line, f.figure) for f in rep.flags] == [(4, "average write time (s)")]
+
+
+def test_read_figures_follow_the_same_chain(tmp_path):
+    """A CSV that prints read times: read MB/s from them, read X from that printed read MB/s."""
+    p = tmp_path / "reads.csv"
+    p.write_text("brand,capacity,w1,w2,write_rate,r1,r2,read_rate,read_x\n"
+                 "Acme,64MB,10.0,10.2,4.158,4.000,4.100,10.370,69.13\n"       # X from the printed 10.370
+                 "Bolt,64MB,10.0,10.2,4.158,4.000,4.100,11.370,69.14\n")      # read MB/s typed 11.370
+    rep = import_file(p, file_size="42MB")
+    assert [(f.line, f.figure, f.printed) for f in rep.flags] == [(3, "read MB/s", "11.370")]
+    assert rep.flags[0].percent == pytest.approx((11.370 / (42 / 4.05) - 1) * 100)
+    assert [(n.line, n.figure) for n in rep.audit_notes] == [(3, "read X")]     # computed before the typo

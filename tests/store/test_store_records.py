@@ -175,8 +175,9 @@ def test_the_old_export_is_still_read(tmp_path, capsys):
     assert "saved 1 result" in _ok(capsys, "import", p, "--db", tmp_path / "x.db")
 
 
-def test_an_old_database_is_migrated_and_keeps_its_records(tmp_path, capsys):
-    db = tmp_path / "old.db"
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_an_old_database_is_migrated_and_keeps_its_records(tmp_path, request, kind):
+    db = tmp_path / "old.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
     with Store(db, _migrations=MIGRATIONS[:2]) as st:
         st.save(make_result())
         assert st.schema_version == 2

@@ -178,7 +178,7 @@ class SurveyRow:
         errors = check_row(line=self.line, row=self.title, times=self.times, file_bytes=self.file_bytes, avg=self.avg,
                            write_rate=self.write_rate, write_x=self.write_x, read_rate=self.read_rate,
                            read_x=self.read_x, rate_unit_bytes=RATE_UNITS[self.rate_unit], rate_unit=self.rate_unit,
-                           rate_from=self.rate_from, notes=notes)
+                           rate_from=self.rate_from, notes=notes, read_times=self.read_times)
         return errors, notes
 
     def to_result(self, *, path: str, fmt: str, digest: str, reader: str | None = None,

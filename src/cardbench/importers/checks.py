@@ -6,7 +6,8 @@ interval that its inputs allow.
 
 A survey's author computes in a chain, each figure from the one printed before it: the write
 times -> the printed average -> the write MB/s from that printed average -> the write X from that
-printed MB/s (and the read X from the printed read MB/s). :func:`check_row` follows that
+printed MB/s; the same for reads: the read times (where a CSV prints them) -> the read MB/s -> the
+read X from that printed read MB/s. :func:`check_row` follows that
 arithmetic (:data:`CHAIN`): each derived figure is checked against the printed figure it is
 computed from, with that figure's rounding (the rule applied), and also against the unrounded
 route (the MB/s from the mean of the times, the X from that rate):
@@ -123,7 +124,7 @@ def check_figure(flags: list[Flag], line: int, row: str, figure: str, printed: P
 CHAIN = (("average write time (s)", "the write times"), ("write MB/s", "the printed average"),
          ("write X", "the printed write MB/s"), ("read X", "the printed read MB/s"))
 RULE = ("each figure checked against the printed figure it is computed from, with that figure's rounding: "
-        "write times -> printed average -> write MB/s -> write X; read MB/s -> read X")
+        "write times -> printed average -> write MB/s -> write X; read times -> read MB/s -> read X")
 
 
 def as_printed(value: float, like: Printed) -> Printed:
@@ -175,7 +176,8 @@ def check_derived(flags: list[Flag], notes: list[Flag] | None, line: int, row: s
 def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | None, avg: Printed | None,
               write_rate: Printed | None, write_x: Printed | None, read_rate: Printed | None,
               read_x: Printed | None, rate_unit_bytes: float = 1e6, rate_unit: str = "MB/s",
-              rate_from: str = "mean_time", notes: list[Flag] | None = None) -> list[Flag]:
+              rate_from: str = "mean_time", notes: list[Flag] | None = None,
+              read_times: list[Printed] | None = None) -> list[Flag]:
     """The errors of one row (see the module docstring); notes go to ``notes`` when given."""
     flags: list[Flag] = []
     x = X_BYTES_PER_S
@@ -220,11 +222,10 @@ def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | No
     from_times = None
     if raw_rate is not None:
         from_times = (raw_rate[0] / x, raw_rate[1] / x, raw_rate[2] / x, raw_rate[3] + " / 150,000 B/s")
-    # what the write rate should have been by the chain (from the printed average), unrounded and as
-    # the rate is printed: an X computed before a typo in the rate agrees with it
+    # what the write rate should have been by the chain (from the printed average), as the rate is
+    # printed: an X computed before a typo in the rate agrees with it
     should = []
     if chain_rate is not None:
-        should.append((chain_rate[0] / x, chain_rate[1] / x, chain_rate[2] / x, chain_rate[3] + " / 150,000 B/s"))
         if write_rate is not None:
             p = as_printed(chain_rate[0] / rate_unit_bytes, write_rate)
             u = rate_unit_bytes
@@ -233,9 +234,21 @@ def check_row(*, line: int, row: str, times: list[Printed], file_bytes: int | No
     if from_printed is not None or from_times is not None:
         check_derived(flags, notes, line, row, "write X", write_x, from_printed or from_times,
                       *([from_times] if from_printed is not None else []), *should)
+    raw_read = None            # the read rate from printed read times (a CSV with read time columns)
+    if read_times and file_bytes and all(t.lo > 0 for t in read_times):
+        rmean = statistics.fmean(t.value for t in read_times)
+        rh = statistics.fmean(t.half_unit for t in read_times)
+        nr = len(read_times)
+        raw_read = (file_bytes / rmean, file_bytes / (rmean + rh), file_bytes / (rmean - rh),
+                    f"{file_bytes:,} B / the mean of its {nr} read time{'s' if nr != 1 else ''}")
+        u = rate_unit_bytes
+        check_derived(flags, notes, line, row, f"read {rate_unit}", read_rate,
+                      (raw_read[0] / u, raw_read[1] / u, raw_read[2] / u, raw_read[3]))
     if read_rate is not None:
         u = rate_unit_bytes
+        from_times = (raw_read[0] / x, raw_read[1] / x, raw_read[2] / x, raw_read[3] + " / 150,000 B/s") \
+            if raw_read else None
         check_derived(flags, notes, line, row, "read X", read_x,
                       (read_rate.value * u / x, read_rate.lo * u / x, read_rate.hi * u / x,
-                       f"the printed {read_rate.text} {rate_unit} / 150,000 B/s"), None)
+                       f"the printed {read_rate.text} {rate_unit} / 150,000 B/s"), from_times)
     return flags
