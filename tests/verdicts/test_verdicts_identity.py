@@ -54,3 +54,15 @@ def test_the_table_cites_its_sources_and_feeds_the_cid_decoder():
     for mid, entry in data["sd_mid"].items():
         assert entry["sources"] and all(s in data["sources"] for s in entry["sources"]), mid
     assert sd_maker(0x03)["oem"] == ["SD"] and SD_MANUFACTURER_HINTS[0x03] == "SanDisk"
+
+
+def test_the_answer_says_a_difference_as_a_warning_and_an_unknown_id_plainly():
+    from cardbench.report.answer import verdict_lines
+    differs = Result(target=_cid(0x03), card=Card(brand="Kingston"))
+    check_result(differs)
+    assert any(ln.startswith("Warning: identity: the card reports its maker as SanDisk") for ln in verdict_lines(differs))
+    unknown = Result(target=_cid(0x7B, "XY"), card=Card(brand="Acme"))
+    check_result(unknown)
+    lines = verdict_lines(unknown)
+    assert any(ln.startswith("identity: the card's SD CID manufacturer id 0x7b") for ln in lines)
+    assert not any("Warning: identity" in ln for ln in lines)

@@ -102,6 +102,9 @@ class ImportReport:
                 "file_size_bytes": self.file_size_bytes, "file_size_source": self.file_size_source}
 
     def save_to(self, store) -> list[str]:
+        """Save what was read into an open store (a cardbench export: all of it in one transaction)."""
+        if self.export is not None:
+            return store.save_all(self.export.items())
         return [store.save(r) for r in self.results] + [store.save_verify(d) for d in self.verify_docs]
 
 
