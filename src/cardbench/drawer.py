@@ -164,6 +164,8 @@ class DrawerSession:
         self.session_id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.probe_docs: list[dict[str, Any]] = []
+        #: why this session's probes or the session itself were not stored (kept in the outbox, or lost)
+        self.evidence_not_stored: list[CardbenchError] = []
         #: why cards were not stored (NotStored: kept in the outbox; StoreError: lost)
         self.not_stored: list[CardbenchError] = []
 
@@ -183,6 +185,12 @@ class DrawerSession:
     def run(self, stop: Callable[[], bool] | None = None, *, max_cards: int | None = None) -> list[CardOutcome]:
         """Watch and test until ``stop()`` is true, ``max_cards`` are done, or Ctrl-C/SIGTERM
         (Interrupted or KeyboardInterrupt propagates after the card under test is stored)."""
+        try:
+            return self._watch(stop, max_cards)
+        finally:
+            self.save_session()      # also on Ctrl-C/SIGTERM: which cards, in what order, its verdict
+
+    def _watch(self, stop: Callable[[], bool] | None, max_cards: int | None) -> list[CardOutcome]:
         from cardbench.devices.watch import Watcher
         o = self.opts
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
@@ -400,7 +408,7 @@ class DrawerSession:
         finding["probe_id"] = doc["id"]
         self.probes.append(finding)
         self.probe_docs.append(doc)
-        self._save_record(doc, None)
+        self._save_record(doc, ", ".join(cards) or "probe")
         self._event("probed", finding=finding)
         return doc
 
@@ -409,16 +417,17 @@ class DrawerSession:
         if not self.opts.save:
             return False
         from cardbench.record import record
+        what = "the reader probe" if device is not None else "this drawer session"
         try:
             rec = record(doc, self.opts.db)
         except CardbenchError as e:
-            self.not_stored.append(e)
-            self._event("save_failed", device=device, error=e.message)
+            self.evidence_not_stored.append(e)
+            self._event("save_failed", device=what, error=e.message)
             return False
         problem = rec.problem()
         if problem is not None:
-            self.not_stored.append(problem)
-            self._event("save_failed", device=device, error=problem.message)
+            self.evidence_not_stored.append(problem)
+            self._event("save_failed", device=what, error=problem.message)
         return rec.stored
 
     def session_document(self) -> dict[str, Any]:

@@ -220,7 +220,7 @@ def test_a_drawer_session_stores_its_probe_and_itself(tmp_path, capsys):
         session.outcomes.append(outcome)
     session.add_probe(judge_shared(_measured(20.5 * MB)), READER, {o.device: o.result.card for o in session.outcomes})
     doc = session.save_session()
-    assert not session.not_stored
+    assert not session.not_stored and not session.evidence_not_stored
     verdict = {v["name"]: v for v in doc["reader_verdict"]}
     assert verdict["Quad slot"]["kind"] == "probe" and verdict["Quad slot"]["confidence"] == "likely"
     with open_store(db) as st:

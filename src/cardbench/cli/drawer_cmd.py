@@ -145,7 +145,6 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
         session.run(max_cards=max_cards)
     except (KeyboardInterrupt, Interrupted) as e:
         cut_short = e
-    session.save_session()
     _summary(session, unit, as_json)
     if session.not_stored:
         _say(f"{len(session.not_stored)} card(s) not stored (said above with each card).")
