@@ -280,3 +280,14 @@ def test_a_probe_the_store_cannot_take_waits_in_the_outbox(tmp_path, monkeypatch
     sync(db)
     with open_store(db) as st:
         assert [p["id"] for p in st.probes()] == [doc["id"]]
+
+
+def test_one_verify_document_as_verify_json_printed_it_is_imported(tmp_path, capsys):
+    own = new_doc("quick")
+    own.update(verdict="counterfeit", complete=True, card=CARDS[1].to_dict(), usable_bytes=8 * MB)
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps(own))
+    db = tmp_path / "v.db"
+    assert "saved 1 verify document to" in _ok(capsys, "import", p, "--db", db)
+    _ok(capsys, "import", p, "--db", db)
+    assert json.loads(_ok(capsys, "results", "--db", db, "--json"))["verify"] == [own]

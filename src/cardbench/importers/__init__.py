@@ -100,7 +100,8 @@ def _sniffers():
 
 
 def _json_kind(doc) -> str:
-    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(("cardbench.result", "cardbench.export/")):
+    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(
+            ("cardbench.result", "cardbench.export/", "cardbench.verify/", "cardbench.probe/", "cardbench.session/")):
         return "cardbench"
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and d.get("schema") == RESULT_SCHEMA for d in doc):
         return "cardbench"

@@ -13,7 +13,8 @@ it with :func:`import_records` (one transaction: all or nothing):
 
 ``cards`` lists every card a record names (by identity); a verify document, probe or session
 naming a card that is not there is refused. Version 1 of the export, ``cardbench.results/1``
-(``{"schema", "results"}``), one ``cardbench.result/1`` document or a list of them are still read.
+(``{"schema", "results"}``), one ``cardbench.result/1`` document or a list of them are still read,
+and so is one verify, probe or session document alone (as ``verify --json`` prints it).
 The filters ``card``, ``reader``, ``since`` and ``until`` apply to every kind; ``test`` and
 ``complete`` to runs only.
 """
@@ -64,8 +65,10 @@ def counts(doc: dict[str, Any]) -> str:
     for key, one in (("results", "result"), ("verify", "verify document"), ("probes", "probe"),
                      ("sessions", "session")):
         n = len(doc.get(key) or [])
-        if n or key == "results":
+        if n:
             parts.append(f"{n} {one}{'s' if n != 1 else ''}")
+    if not parts:
+        return "0 results"
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -118,6 +121,16 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             raise UsageError(f"{path}: {out.schema} document without a 'results' list; nothing imported")
     elif doc.get("schema") == RESULT_SCHEMA:
         docs, out.schema = [doc], RESULT_SCHEMA
+    elif doc.get("schema") in {schema for _, schema, _ in SECTIONS}:
+        # one document as `verify --json` (or a probe, a session) printed it
+        key, schema, what = next(x for x in SECTIONS if x[1] == doc["schema"])
+        problem = None if isinstance(doc.get("id"), str) and doc["id"] else "has no id"
+        problem = problem or _doc_problem(doc, schema)
+        if problem:
+            raise UsageError(f"{path}: {what} {problem}; nothing imported")
+        out.schema = schema
+        getattr(out, key).append(doc)
+        return out
     else:
         schema = str(doc.get("schema"))
         newer = schema.startswith(("cardbench.export/", "cardbench.results/", "cardbench.result/"))
