@@ -291,3 +291,50 @@ def test_one_verify_document_as_verify_json_printed_it_is_imported(tmp_path, cap
     assert "saved 1 verify document to" in _ok(capsys, "import", p, "--db", db)
     _ok(capsys, "import", p, "--db", db)
     assert json.loads(_ok(capsys, "results", "--db", db, "--json"))["verify"] == [own]
+
+
+def test_mangled_exports_are_imported_whole_or_refused_in_one_line(tmp_path_factory, capsys):
+    """Generated damage to a real export (a value replaced by another type, a key dropped, the
+    text cut): exit 0 or 2 with one line, never an internal error, never half a file stored."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    base = tmp_path_factory.mktemp("mangle")
+    _fill(capsys, base / "a.db")
+    good = json.loads(_ok(capsys, "export", "--db", base / "a.db"))
+    paths = []
+
+    def walk(node, path=()):
+        paths.append(path)
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for k, v in items:
+            walk(v, path + (k,))
+    walk(good)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(paths[1:]), st.sampled_from([None, 7, -1.5, "x", [], {}, True, "drop"]),
+           st.integers(0, 100))
+    def case(path, value, cut):
+        doc = json.loads(json.dumps(good))
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        if value == "drop" and isinstance(node, dict):
+            del node[path[-1]]
+        elif value != "drop":
+            node[path[-1]] = value
+        text = json.dumps(doc)
+        if cut < 10:
+            text = text[: len(text) * (cut + 1) // 11]
+        d = base / "case"
+        d.mkdir(exist_ok=True)
+        (d / "x.json").write_text(text)
+        db = d / "x.db"
+        if db.exists():
+            db.unlink()
+        code, out, err = cli(capsys, "import", d / "x.json", "--db", db)
+        assert code in (0, 2), (path, value, cut, err)
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1 and err.startswith("cardbench:"), err
+            assert not db.exists() or _counts(db)["runs"] == _counts(db)["verify_results"] == 0
+    case()
