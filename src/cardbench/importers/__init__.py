@@ -147,6 +147,10 @@ def _shape_problem(d) -> str | None:
         if not isinstance(v, dict):
             return f"'{k}' must be an object"
         for f, x in v.items():
+            if f == "ata":
+                if x is not None and not isinstance(x, dict):
+                    return f"'{k}.ata' must be an object"
+                continue
             if f != "identity" and x is not None and not (num(x) if f in numeric else isinstance(x, str)):
                 return f"'{k}.{f}' must be {'a number' if f in numeric else 'text'}"
     for k in ("warnings", "claims", "tests"):
