@@ -27,6 +27,13 @@ PEERS = Path(__file__).resolve().parents[1] / "importers" / "data" / "peers"
 MB = 1_000_000
 
 
+@pytest.fixture(autouse=True)
+def own_data_dir(tmp_path_factory, monkeypatch):
+    """These tests' outbox and preserve journals are their own (not the shared user data dir)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+    monkeypatch.delenv("CARDBENCH_DB", raising=False)
+
+
 def cli(capsys, *argv) -> tuple[int, str, str]:
     capsys.readouterr()
     try:
@@ -263,8 +270,6 @@ def test_a_probe_the_store_cannot_take_waits_in_the_outbox(tmp_path, monkeypatch
     from test_store_outbox import locked
 
     from cardbench.record import record, sync
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.delenv("CARDBENCH_DB", raising=False)
     db = tmp_path / "r.db"
     with open_store(db):
         pass

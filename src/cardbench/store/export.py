@@ -79,9 +79,11 @@ def cards_named(doc: dict[str, Any]) -> list[str]:
         found = [doc.get("card")]
     elif schema == PROBE_SCHEMA:
         measured = doc.get("measured") if isinstance(doc.get("measured"), dict) else {}
-        found = [d.get("card") for d in measured.get("devices") or [] if isinstance(d, dict)]
+        devices = measured.get("devices") if isinstance(measured.get("devices"), list) else []
+        found = [d.get("card") for d in devices if isinstance(d, dict)]
     else:
-        found = [c.get("card") for c in doc.get("cards") or [] if isinstance(c, dict)]
+        cards = doc.get("cards") if isinstance(doc.get("cards"), list) else []
+        found = [c.get("card") for c in cards if isinstance(c, dict)]
     return [_identity(c) for c in found if isinstance(c, dict)]
 
 
@@ -192,12 +194,40 @@ def _entity_problem(value: Any, what: str, numeric: tuple[str, ...]) -> str | No
     return None
 
 
+#: the fields of each document kind that reports and the store read, and their types (null is allowed)
+_FIELDS = {
+    VERIFY_SCHEMA: (("verdict", "text"), ("kind", "text"), ("mode", "text"), ("fix_command", "text"), ("fix", "object"),
+                    ("error", "text"), ("announced_bytes", "number"), ("usable_bytes", "number"),
+                    ("method", "object"), ("timings", "object"), ("bad_ranges", "ranges"), ("complete", "flag")),
+    PROBE_SCHEMA: (("session_id", "text"), ("finding", "object")),
+}
+
+
+def _typed(x: Any, kind: str, what: str) -> str | None:
+    """None when ``x`` is null or of ``kind``; else the one line saying what it must be."""
+    import math
+    if x is None:
+        return None
+    number = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    ok = {"text": isinstance(x, str), "number": number, "object": isinstance(x, dict),
+          "flag": isinstance(x, bool),
+          "ranges": isinstance(x, list) and all(isinstance(r, list) and len(r) == 2 and
+                                                all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                    for v in r) for r in x)}[kind]
+    if ok:
+        return None
+    said = {"text": "text", "number": "a number", "object": "an object", "flag": "true or false",
+            "ranges": "a list of [start, end] byte pairs"}[kind]
+    return f"'{what}' must be {said}"
+
+
 def _doc_problem(d: dict, schema: str) -> str | None:
     entities = [(d.get("card"), "card"), (d.get("reader"), "reader")]
     m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
-    entities += [(x.get("card"), f"measured.devices[{i}].card") for i, x in enumerate(m.get("devices") or [])
-                 if isinstance(x, dict)]
-    entities += [(c.get(k), f"cards[{i}].{k}") for i, c in enumerate(d.get("cards") or []) if isinstance(c, dict)
+    devices = m.get("devices") if isinstance(m.get("devices"), list) else []
+    cards = d.get("cards") if isinstance(d.get("cards"), list) else []
+    entities += [(x.get("card"), f"measured.devices[{i}].card") for i, x in enumerate(devices) if isinstance(x, dict)]
+    entities += [(c.get(k), f"cards[{i}].{k}") for i, c in enumerate(cards) if isinstance(c, dict)
                  for k in ("card", "reader")]
     for value, what in entities:
         problem = _entity_problem(value, what, ("capacity_bytes", "link_speed_mbit"))
@@ -219,6 +249,37 @@ def _doc_problem(d: dict, schema: str) -> str | None:
             return "'cards' must be a list of objects"
         if not isinstance(d.get("probes", []), list) or not isinstance(d.get("reader_verdict", []), list):
             return "'probes' and 'reader_verdict' must be lists"
+    for k, kind in _FIELDS.get(schema, ()):
+        problem = _typed(d.get(k), kind, k)
+        if problem:
+            return problem
+    if schema == PROBE_SCHEMA:
+        for k in ("together_bytes_per_s", "together_seconds"):
+            problem = _typed(d["measured"].get(k), "number", f"measured.{k}")
+            if problem:
+                return problem
+        for i, x in enumerate(d["measured"]["devices"]):
+            for k, kind in (("device", "text"), ("alone_bytes_per_s", "number"), ("together_bytes_per_s", "number"),
+                            ("sample_bytes", "number")):
+                problem = _typed(x.get(k), kind, f"measured.devices[{i}].{k}")
+                if problem:
+                    return problem
+    if schema == SESSION_SCHEMA:
+        for i, v in enumerate(d.get("reader_verdict") or []):
+            if not isinstance(v, dict):
+                return f"'reader_verdict[{i}]' must be an object"
+            for k, kind in (("ceiling_bytes_per_s", "number"), ("cards", "number"), ("cards_at_ceiling", "number"),
+                            ("name", "text"), ("identity", "text"), ("direction", "text"), ("confidence", "text"),
+                            ("kind", "text"), ("evidence", "text")):
+                problem = _typed(v.get(k), kind, f"reader_verdict[{i}].{k}")
+                if problem:
+                    return problem
+        for i, c in enumerate(d.get("cards") or []):
+            for k, kind in (("device", "text"), ("result_id", "text"), ("verify_id", "text"), ("mode", "text"),
+                            ("error", "text")):
+                problem = _typed(c.get(k), kind, f"cards[{i}].{k}")
+                if problem:
+                    return problem
     return None
 
 
