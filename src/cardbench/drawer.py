@@ -22,7 +22,9 @@ cleanup runs (test files removed, verify's blocks written back), the partial res
 and :class:`Interrupted` ends the session; the caller then prints :meth:`DrawerSession.summary`.
 Two cards behind the same reader (:func:`cardbench.devices.watch.reader_key`) are, once both
 are tested, read at once (:func:`cardbench.workloads.shared.read_together`) for the reader's
-shared ceiling.
+shared ceiling; each such probe is stored (``cardbench.probe/1``, :mod:`cardbench.evidence`), and
+:meth:`DrawerSession.save_session` stores the session itself (``cardbench.session/1``: which cards,
+in what order, its probes and its reader verdict), both through :func:`cardbench.record.record`.
 
 Pace: a 1 MB/s card is done within a minute with the default options (measured with
 ``bench/drawer_pace.py``, README "Benchmarks").
@@ -156,6 +158,14 @@ class DrawerSession:
         #: the device whose test Ctrl-C/SIGTERM cut short (None when it came between cards)
         self.cut_short: str | None = None
         self._probed: set[str] = set()
+        #: this session's id and start, and the cardbench.probe/1 documents of its probes
+        import uuid
+        from cardbench.result import now_iso
+        self.session_id = uuid.uuid4().hex
+        self.started_at = now_iso()
+        self.probe_docs: list[dict[str, Any]] = []
+        #: why this session's probes or the session itself were not stored (kept in the outbox, or lost)
+        self.evidence_not_stored: list[CardbenchError] = []
         #: why cards were not stored (NotStored: kept in the outbox; StoreError: lost)
         self.not_stored: list[CardbenchError] = []
 
@@ -175,6 +185,12 @@ class DrawerSession:
     def run(self, stop: Callable[[], bool] | None = None, *, max_cards: int | None = None) -> list[CardOutcome]:
         """Watch and test until ``stop()`` is true, ``max_cards`` are done, or Ctrl-C/SIGTERM
         (Interrupted or KeyboardInterrupt propagates after the card under test is stored)."""
+        try:
+            return self._watch(stop, max_cards)
+        finally:
+            self.save_session()      # also on Ctrl-C/SIGTERM: which cards, in what order, its verdict
+
+    def _watch(self, stop: Callable[[], bool] | None, max_cards: int | None) -> list[CardOutcome]:
         from cardbench.devices.watch import Watcher
         o = self.opts
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
@@ -379,25 +395,76 @@ class DrawerSession:
         except CardbenchError as e:
             self._event("probe_failed", devices=mates, error=e.message)
             return
-        finding["reader"] = outcome.result.reader.name or outcome.result.reader.identity()
-        finding["reader_identity"] = outcome.result.reader.identity()
+        self.add_probe(finding, outcome.result.reader, {o.device: o.result.card for o in self.outcomes
+                                                        if o.device in mates and o.result is not None})
+
+    def add_probe(self, finding: dict[str, Any], reader: Reader, cards: dict[str, Card]) -> dict[str, Any]:
+        """Keep a :func:`judge_shared` finding of this session: it joins the session's reader
+        verdict and is stored as a ``cardbench.probe/1`` document (returned)."""
+        from cardbench.evidence import probe_document
+        finding["reader"] = reader.name or reader.identity()
+        finding["reader_identity"] = reader.identity()
+        doc = probe_document(finding, reader=reader, session_id=self.session_id, cards=cards)
+        finding["probe_id"] = doc["id"]
         self.probes.append(finding)
+        self.probe_docs.append(doc)
+        self._save_record(doc, ", ".join(cards) or "probe")
         self._event("probed", finding=finding)
+        return doc
+
+    def _save_record(self, doc: dict[str, Any], device: str | None) -> bool:
+        """Store a probe or session document (the one save path); a failure is said, as a card's is."""
+        if not self.opts.save:
+            return False
+        from cardbench.record import record
+        what = "the reader probe" if device is not None else "this drawer session"
+        try:
+            rec = record(doc, self.opts.db)
+        except CardbenchError as e:
+            self.evidence_not_stored.append(e)
+            self._event("save_failed", device=what, error=e.message)
+            return False
+        problem = rec.problem()
+        if problem is not None:
+            self.evidence_not_stored.append(problem)
+            self._event("save_failed", device=what, error=problem.message)
+        return rec.stored
+
+    def session_document(self) -> dict[str, Any]:
+        """This session as a ``cardbench.session/1`` document (:mod:`cardbench.evidence`)."""
+        from cardbench.evidence import session_document
+        return session_document(self.outcomes, self.probe_docs, self.reader_verdict(), started_at=self.started_at,
+                                session_id=self.session_id)
+
+    def save_session(self) -> dict[str, Any] | None:
+        """Store the session (once at least one card was tested), so its cards, their order, its
+        probes and its reader verdict can be read again later; returns the document."""
+        if not self.outcomes:
+            return None
+        doc = self.session_document()
+        self._save_record(doc, None)
+        return doc
 
     def results(self) -> list[Result]:
         return [o.result for o in self.outcomes if o.result is not None]
 
     def reader_verdict(self) -> list[dict[str, Any]]:
         """The readers of this session's cards, judged over everything stored of those readers
-        (this session's results when nothing is stored), plus the shared-ceiling probes."""
+        (this session's results when nothing is stored), plus the shared-ceiling probes: this
+        session's and those stored before of the same readers."""
+        from cardbench.evidence import probe_findings, probe_reader_identity
         from cardbench.verdicts.readers import reader_ceilings
         results = self.results()
+        probes = list(self.probes)
         if self.opts.save:
             try:
                 from cardbench.store import open_store
                 ids = {r.reader.identity() for r in results}
                 with open_store(self.opts.db) as store:
                     results = [r for r in store.results() if r.reader.identity() in ids] or results
+                    mine = {p.get("probe_id") for p in probes}
+                    probes += probe_findings(d for d in store.probes()
+                                             if probe_reader_identity(d) in ids and d.get("id") not in mine)
             except CardbenchError:
                 pass
-        return reader_ceilings(results, probes=self.probes)
+        return reader_ceilings(results, probes=probes)

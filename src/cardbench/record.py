@@ -61,7 +61,8 @@ class Recorded:
 
 def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike | None = None, *,
            show: Callable[[], None] | None = None) -> Recorded:
-    """Store ``items`` (a Result, a ``cardbench.verify/1`` document, or a list of them) in ``db``,
+    """Store ``items`` (a Result, a ``cardbench.verify/1``, ``cardbench.probe/1`` or
+    ``cardbench.session/1`` document, or a list of them) in ``db``,
     or keep them in the outbox; ``show()`` is called in between (see the module docstring)."""
     todo = [items] if isinstance(items, (Result, dict)) else list(items)
     for it in todo:
@@ -76,7 +77,7 @@ def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike
                 if isinstance(it, Result):
                     store.save(it)
                 else:
-                    store.save_verify(outbox.document_of(it))
+                    getattr(store, outbox.SAVE_METHOD[outbox.kind_of(it)])(outbox.document_of(it))
             rec.stored = True
             try:
                 _rejudge(store, [*moved, *todo], todo)

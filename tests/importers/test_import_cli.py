@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from cardbench_factories import make_result
 from click.testing import CliRunner
@@ -12,6 +14,10 @@ from click.testing import CliRunner
 from cardbench.cli.results_cmd import export, import_cmd, results
 from cardbench.errors import StoreError, UsageError
 from cardbench.store import open_store
+
+
+#: child processes run this checkout's cardbench (src/), not whichever one is installed
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
 
 
 def _ok(result):
@@ -26,13 +32,13 @@ def test_real_run_export_import_round_trip(tmp_path):
     for label in ("4X", "133x"):
         r = subprocess.run([sys.executable, "-m", "cardbench", "run", str(target), "--size", "1MB", "--runs", "2",
                             "--brand", "Test", "--label", label, "--db", str(db1), "--format", "json"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, env=ENV)
         assert r.returncode == 0, r.stderr[-2000:]
     runner = CliRunner()
     out = tmp_path / "export.json"
     _ok(runner.invoke(export, ["--db", str(db1), "-o", str(out)]))
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "cardbench.results/1" and len(doc["results"]) == 2
+    assert doc["schema"] == "cardbench.export/2" and len(doc["results"]) == 2
     text = _ok(runner.invoke(import_cmd, [str(out), "--db", str(db2)]))
     assert "2 results read as cardbench" in text and "saved 2 results" in text
     with open_store(db1) as a, open_store(db2) as b:
@@ -112,9 +118,9 @@ def test_main_prints_one_line_and_exit_code(tmp_path):
     db = tmp_path / "garbage.db"
     db.write_bytes(b"\x01\x02 not sqlite" * 64)
     r = subprocess.run([sys.executable, "-m", "cardbench", "results", "--db", str(db)], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60, env=ENV)
     assert r.returncode == StoreError.exit_code
     assert r.stderr.startswith("cardbench: ") and r.stderr.count("\n") == 1
     r = subprocess.run([sys.executable, "-m", "cardbench", "import", str(tmp_path / "nope.txt"), "--db",
-                        str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60)
+                        str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60, env=ENV)
     assert r.returncode == UsageError.exit_code and r.stderr.count("\n") == 1

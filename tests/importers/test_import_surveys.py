@@ -30,8 +30,8 @@ def test_classic_table_flags_exactly_the_slips(data_dir):
     assert crucial.computed == pytest.approx(3.8 / 0.15)
     assert crucial.difference == pytest.approx(52.3 - 3.8 / 0.15)
     text = " ".join(" ".join(rep.lines()).split())         # lines are wrapped at 80 columns
-    assert "write MB/s printed 1.737" in text and "off by +0.3600" in text
-    assert "read X printed 52.3" in text and "off by +26.97" in text
+    assert "write MB/s printed 1.737" in text and "off by +0.35995 (+26.1%" in text
+    assert "read X printed 52.3" in text and "off by +26.97 (+106.4%" in text
     # the header line is reported, not silently dropped
     assert [s.line for s in rep.skipped] == [4]
     assert (rep.file_size_bytes, rep.file_size_source) == (42_000_000, "file")
@@ -175,7 +175,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(UsageError, match="neither a cardbench export"):
         import_file(tmp_path / "y.json")
     (tmp_path / "z.json").write_text('{"schema": "cardbench.results/9", "results": []}')
-    with pytest.raises(UsageError, match="unknown cardbench schema"):
+    with pytest.raises(UsageError, match="written by a newer cardbench .'cardbench.results/9'.*upgrade"):
         import_file(tmp_path / "z.json")
     with pytest.raises(UsageError, match="unknown import format"):
         import_text("a b c", fmt="xls")
@@ -212,6 +212,27 @@ def test_consistent_rows_are_never_flagged(row):
     assert check_row(line=1, row="r", **_make(row)) == []
 
 
+def _make_chained(row):
+    """The same row computed as a person with a calculator does: each figure from the one printed
+    before it (the average as printed -> MB/s as printed -> X)."""
+    fig = _make(row)
+    avg = fig["avg"]
+    if avg.value <= 0:
+        return fig
+    rate = _printed(row["file_bytes"] / avg.value / 1e6, row["r_dec"])
+    fig.update(write_rate=rate, write_x=_printed(rate.value / 0.15, row["x_dec"]),
+               read_x=_printed(fig["read_rate"].value / 0.15, row["x_dec"]))
+    return fig
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows)
+def test_rows_computed_from_printed_figures_are_never_errors(row):
+    notes = []
+    assert check_row(line=1, row="r", notes=notes, **_make_chained(row)) == []
+    assert notes == []                        # the author's own arithmetic: not even a note
+
+
 @settings(max_examples=300, deadline=None)
 @given(rows, st.sampled_from(["avg", "write_rate", "write_x", "read_x"]), st.floats(1.5, 20.0),
        st.sampled_from([-1, 1]))
@@ -225,11 +246,19 @@ def test_a_slip_is_flagged_and_named(row, field, size, sign):
     n_times = len(fig["times"])
     mean = sum(t.value for t in fig["times"]) / n_times
     h_t = sum(t.half_unit for t in fig["times"]) / n_times
+    # the widest of the two routes: from the unrounded times, and from the printed figure it is
+    # computed from (the author's arithmetic: printed average -> MB/s -> X), each with its rounding
     if field == "avg":
         allow = orig.half_unit + h_t
     elif field in ("write_rate", "write_x"):
         unit = 1e6 if field == "write_rate" else 150_000
-        allow = orig.half_unit + (fig["file_bytes"] / (mean - h_t) - fig["file_bytes"] / mean) / unit
+        raw = (fig["file_bytes"] / (mean - h_t) - fig["file_bytes"] / mean) / unit
+        if field == "write_rate":
+            avg = fig["avg"]
+            chain = (fig["file_bytes"] / avg.lo - fig["file_bytes"] / avg.value) / unit if avg.lo > 0 else raw
+        else:
+            chain = fig["write_rate"].half_unit * 1e6 / unit
+        allow = orig.half_unit + max(raw, chain)
     else:
         allow = orig.half_unit + fig["read_rate"].half_unit / 0.15
     target = orig.value + sign * size * allow * 2 + sign * orig.half_unit * 2
@@ -240,3 +269,79 @@ def test_a_slip_is_flagged_and_named(row, field, size, sign):
     flags = check_row(line=1, row="r", **fig)
     assert [f.figure for f in flags] == [names[field]]
     assert abs(flags[0].difference) > flags[0].tolerance
+
+
+# --- issue 25: the audit follows the author's arithmetic ---------------------------------------
+
+_TIMES = [("Acme", "32M", "2X", (20.1, 20.3, 20.25)), ("Bolt", "64M", "-", (10.0, 10.2, 10.2)),
+          ("Cask", "128M", "4X", (8.4, 8.55, 8.6, 8.45)), ("Dune", "256M", "-", (5.0, 5.15, 5.2)),
+          ("Echo", "512M", "12X", (3.98, 4.1, 4.07)), ("Fern", "1G", "-", (2.51, 2.49, 2.53))]
+_READS = (5.13, 6.04, 6.61, 9.02, 9.87, 12.04)
+
+
+def _survey(chained: bool, file_bytes: int = 42_000_000, slip: tuple[int, str, str] | None = None) -> str:
+    """A 2006-layout table: figures from the printed ones (the author's chain: the average printed
+    with 2 decimals, MB/s from it with 3, X from that MB/s with 2) or from the unrounded ones."""
+    lines = []
+    for n, ((brand, cap, label, times), read) in enumerate(zip(_TIMES, _READS)):
+        mean = sum(times) / len(times)
+        avg = f"{mean:.2f}"
+        rate = file_bytes / (float(avg) if chained else mean) / 1e6
+        mbs = f"{rate:.3f}"
+        x = f"{(float(mbs) if chained else rate) * 1e6 / 150_000:.2f}"
+        rd = f"{read:.1f}"
+        rx = f"{(float(rd) if chained else read) / 0.15:.0f}"
+        fields = {"avg": avg, "mbs": mbs, "x": x, "rx": rx}
+        if slip and slip[0] == n:
+            fields[slip[1]] = slip[2]
+        lines.append(f"{brand} {cap} {label} {' '.join(f'{t:.3f}' for t in times)} average {fields['avg']} "
+                     f"{fields['mbs']} MB/s write {fields['x']}X write {rd} MB/s read {fields['rx']}X")
+    return "\n".join(lines) + "\n"
+
+
+def test_rounding_chains_are_not_errors_built_either_way():
+    for chained in (True, False):
+        text = _survey(chained)
+        rep = import_text(text, fmt="table", file_size="42MB")
+        assert len(rep.results) == 6
+        assert rep.flags == [], (chained, [str(f) for f in rep.flags])
+        assert "audit: each figure checked against the printed figure it is computed from" in " ".join(rep.lines())
+    # the chained table is what the old audit (every figure against the unrounded times) cried wolf at
+    chained = import_text(_survey(True), fmt="table", file_size="42MB")
+    assert chained.audit_notes == []
+    unrounded = import_text(_survey(False), fmt="table", file_size="42MB")
+    assert all(n.severity == "note" for n in unrounded.audit_notes)
+
+
+def test_one_slip_is_one_error_line_with_its_size(tmp_path, capsys):
+    from cardbench.cli import main
+    text = _survey(True, slip=(1, "mbs", "4.416"))          # Bolt's 4.146 MB/s typed as 4.416
+    rep = import_text(text, fmt="table", file_size="42MB")
+    assert [(f.line, f.figure, f.printed) for f in rep.flags] == [(2, "write MB/s", "4.416")]
+    assert rep.flags[0].percent == pytest.approx((4.416 / (42 / 10.13) - 1) * 100)
+    # its X, computed from the right rate, is at most a note
+    assert [(n.line, n.figure) for n in rep.audit_notes] == [(2, "write X")]
+    p = tmp_path / "survey.txt"
+    p.write_text(text)
+    capsys.readouterr()
+    main(["import", str(p), "--file-size", "42MB", "--dry-run"])
+    out = capsys.readouterr().out
+    errors = [ln for ln in out.splitlines() if ln.lstrip().startswith("ERROR")]
+    assert len(errors) == 1 and "line 2 (Bolt 64M): write MB/s printed 4.416" in errors[0]
+    assert "+6.5%" in " ".join(out.split())
+    assert out.splitlines()[1].startswith("1 figure disagrees")      # the error leads the report
+    # a wrong average: one error, its MB/s and X (computed from the right mean) are not errors
+    rep = import_text(_survey(True, slip=(3, "avg", "5.33")), fmt="table", file_size="42MB")
+    assert [(f.line, f.figure) for f in rep.flags] == [(4, "average write time (s)")]
+
+
+def test_read_figures_follow_the_same_chain(tmp_path):
+    """A CSV that prints read times: read MB/s from them, read X from that printed read MB/s."""
+    p = tmp_path / "reads.csv"
+    p.write_text("brand,capacity,w1,w2,write_rate,r1,r2,read_rate,read_x\n"
+                 "Acme,64MB,10.0,10.2,4.158,4.000,4.100,10.370,69.13\n"       # X from the printed 10.370
+                 "Bolt,64MB,10.0,10.2,4.158,4.000,4.100,11.370,69.14\n")      # read MB/s typed 11.370
+    rep = import_file(p, file_size="42MB")
+    assert [(f.line, f.figure, f.printed) for f in rep.flags] == [(3, "read MB/s", "11.370")]
+    assert rep.flags[0].percent == pytest.approx((11.370 / (42 / 4.05) - 1) * 100)
+    assert [(n.line, n.figure) for n in rep.audit_notes] == [(3, "read X")]     # computed before the typo

@@ -99,6 +99,16 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
     from cardbench.store import open_store
     with open_store(db) as store:
         assert len(store.results()) == 3 and len(store.verify_results()) == 3
+        # issue 25: the session itself is stored: its cards in order, each with its result and verify
+        [session] = store.sessions()
+        docs = drawer.docs()
+        assert [c["result_id"] for c in session["cards"]] == [d["result"]["id"] for d in docs]
+        assert [c["verify_id"] for c in session["cards"]] == [d["verify"]["id"] for d in docs]
+        assert session["reader_verdict"]
+    # and a later `readers` (a fresh process) shows it, and `export` carries it
+    p = run_cli("readers", "--db", db)
+    assert p.returncode == 0 and "Drawer session" in p.stdout and "3 cards" in p.stdout, p.stderr
+    assert json.loads(run_cli("export", "--db", db).stdout)["sessions"][0]["id"] == session["id"]
 
 
 def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
@@ -257,12 +267,21 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
         with EmulatedReader(ceiling=ceiling) as reader:
             a = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot1"))
             b = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot2"))
-            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1")
+            db = str(tmp_path / "probe.db")
+            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1", "--db", db,
+                        "--reader", "two-slot")
             assert p.returncode == 0, p.stderr
             finding = json.loads(p.stdout)
             assert finding["kind"] == "probe" and finding["confidence"] == "likely"
             assert finding["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
             for row in finding["measured"]["devices"]:
                 assert row["alone_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
+            # issue 25: the probe is stored, and a later `readers` (a fresh process) weighs it
+            p = run_cli("readers", "--db", db, "--json")
+            assert p.returncode == 0, p.stderr
+            [row] = json.loads(p.stdout)
+            assert row["kind"] == "probe" and row["confidence"] == "likely"
+            assert row["ceiling_bytes_per_s"] == pytest.approx(finding["ceiling_bytes_per_s"])
+            assert json.loads(run_cli("export", "--db", db).stdout)["probes"][0]["id"] == finding["probe_id"]
             p = run_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr

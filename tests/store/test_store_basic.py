@@ -162,24 +162,25 @@ def test_migrations_upgrade_in_order(url):
         assert st.schema_version == 1
         st.save(make_result())
     with open_store(url) as st:
-        assert st.schema_version == SCHEMA_VERSION == 2
+        assert st.schema_version == SCHEMA_VERSION == len(MIGRATIONS)
         assert st.count() == 1
         rows = st.backend.execute("SELECT version, description FROM schema_version ORDER BY version")
-        assert [v for v, _ in rows] == [1, 2]
-    broken = MIGRATIONS + (Migration(3, "broken", ("CREATE TABLE extra_table (x INTEGER)", "THIS IS NOT SQL")),)
+        assert [v for v, _ in rows] == list(range(1, SCHEMA_VERSION + 1))
+    broken = MIGRATIONS + (Migration(SCHEMA_VERSION + 1, "broken", ("CREATE TABLE extra_table (x INTEGER)", "THIS IS NOT SQL")),)
     with pytest.raises(StoreError, match="preparing the schema"):
         Store(url, _migrations=broken)
     with open_store(url) as st:          # the failed migration left nothing behind
-        assert st.schema_version == 2
+        assert st.schema_version == SCHEMA_VERSION
         assert "extra_table" not in st.backend.table_names()
         assert st.count() == 1
 
 
 def test_newer_database_is_refused(url):
-    newer = MIGRATIONS + (Migration(3, "from the future", ("CREATE TABLE future_table (x INTEGER)",)),)
+    newer = MIGRATIONS + (Migration(SCHEMA_VERSION + 1, "from the future", ("CREATE TABLE future_table (x INTEGER)",)),)
     with Store(url, _migrations=newer) as st:
-        assert st.schema_version == 3
-    with pytest.raises(StoreError, match="schema version 3, newer than this cardbench knows \\(2\\)"):
+        assert st.schema_version == SCHEMA_VERSION + 1
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer than this cardbench knows "
+                                         f"\\({SCHEMA_VERSION}\\)"):
         open_store(url)
 
 

@@ -28,8 +28,12 @@ from cardbench.report.readers import FORMATS
                    "once, read-only: does the path they share carry their sum?")
 @click.option("--seconds", type=click.FloatRange(0.2, 60), default=2.0, show_default=True,
               help="With --probe: seconds each card is read alone.")
+@click.option("--reader", "reader_name", metavar="NAME", help="With --probe: the name of the reader the cards share.")
+@click.option("--no-save", is_flag=True, help="With --probe: do not store the probe (it is stored by default, as "
+                                              "evidence every later `cardbench readers` weighs).")
 @click.argument("devices", nargs=-1)
-def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, devices: tuple[str, ...]) -> None:
+def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, reader_name: str | None, no_save: bool,
+            devices: tuple[str, ...]) -> None:
     """List each card reader in the store with its observed ceiling and the evidence, piece by
     piece, each with its confidence.
 
@@ -46,9 +50,23 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, dev
         if not probe:
             raise UsageError("devices are read only with --probe (cardbench readers --probe DEVICE DEVICE...)")
         from cardbench.workloads.shared import read_together
+        if not no_save:
+            from cardbench.record import check_store
+            check_store(db)          # a bad --db is refused before the cards are read
         finding = judge_shared(read_together(list(devices), seconds=seconds))
+        doc = _probe_document(finding, list(devices), reader_name)
+        finding["probe_id"] = doc["id"]
+        rec = None
+        if not no_save:
+            from cardbench.record import record
+            rec = record(doc, db)
         out.echo(render_probe(finding, "json" if out.json else "table", width=out.width), nl=False)
+        if rec is not None:
+            if rec.problem() is not None:
+                raise rec.problem()
+            out.note(f"probe stored in {rec.location} (id {doc['id'][:8]}): `cardbench readers` weighs it")
         return
+    from cardbench.evidence import probe_findings
     with params.open_to_read(db) as store:
         if rejudge:
             changed = 0
@@ -56,4 +74,29 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, dev
                 changed += len(rejudge_reader(store, identity))
             out.note(f"{changed} stored result(s) judged again and saved", with_json=True)
         results = store.results()
-    out.echo(render_readers(reader_ceilings(results), out.fmt, width=out.width), nl=False)
+        probes = probe_findings(store.probes())
+        sessions = store.sessions()
+    out.echo(render_readers(reader_ceilings(results, probes=probes), out.fmt, width=out.width, sessions=sessions),
+             nl=False)
+
+
+def _probe_document(finding: dict, devices: list[str], reader_name: str | None) -> dict:
+    """The probe as a ``cardbench.probe/1`` document: the reader and each card as the devices
+    tell them (their identity, as `run` and the drawer name them), where they can be read."""
+    from cardbench.errors import CardbenchError
+    from cardbench.evidence import probe_document
+    from cardbench.result import Card, Reader
+    reader, cards = Reader(name=reader_name), {}
+    for path in dict.fromkeys(devices):
+        card, seen = Card(), Reader(name=reader_name)
+        try:
+            from cardbench.devices.identity import identify
+            identify(path, card, seen)
+        except (CardbenchError, OSError):
+            continue
+        cards[path] = card
+        if reader.identity() == Reader(name=reader_name).identity():
+            reader = seen
+    finding["reader_identity"] = reader.identity()
+    finding["reader"] = reader.name or reader.identity()
+    return probe_document(finding, reader=reader, cards=cards)

@@ -67,10 +67,19 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
         if run_id:
             out.echo(render_run(store.get(run_id), out.fmt, _unit(mib), width=out.width, verbose=True), nl=False)
             return
-        found = _query(store, card, reader, since, until, test_name, complete, sort)
-        verify_docs = store.verify_results(card=card, reader=reader) if out.fmt in ("table", "md") else []
-    out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
-    if verify_docs:
+        if out.fmt == "json":    # every kind of record, one cardbench.export/2 document
+            from cardbench.store.export import collect, to_json
+            text = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
+                                   complete=complete, sort=sort))
+        else:
+            found = _query(store, card, reader, since, until, test_name, complete, sort)
+            verify_docs = store.verify_results(card=card, reader=reader, since=since, until=until) \
+                if out.fmt in ("table", "md") else []
+    if out.fmt == "json":
+        out.echo(text, nl=False)
+    else:
+        out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
+    if out.fmt != "json" and verify_docs:
         from cardbench.report.verify import render_verify
         out.echo(render_verify(verify_docs, out.fmt, width=out.width), nl=False)
     from cardbench.record import waiting_notice
@@ -123,7 +132,11 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
 
     with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
-        verify = store.verify_results(card=card, reader=reader) if html_file else []
+        verify = store.verify_results(card=card, reader=reader, since=since, until=until) if html_file else []
+        if out.fmt == "json" and not html_file:   # every kind of record, as `results --json` and `export`
+            from cardbench.store.export import collect, to_json
+            everything = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
+                                         complete=complete, sort=sort))
     if html_file:
         from cardbench.report.html import render_html
         _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib)))
@@ -132,6 +145,9 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
             out.echo(json.dumps({"schema": "cardbench.report/1", "html": html_file, "results": len(found),
                                  "verify_results": len(verify)}, indent=2))
         out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
+        return
+    if out.fmt == "json":
+        out.echo(everything, nl=False)
         return
     out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
 
@@ -179,6 +195,14 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     from cardbench.cli.ui import said
     from cardbench.record import check_store, record
     check_store(db)    # a bad --db is refused (exit 6), not filled into the outbox
+    if rep.export is not None:
+        # a cardbench export: every record as it was, in one transaction (all or nothing), not judged again
+        from cardbench.store.export import counts, import_records
+        location = import_records(rep.export, db, path=file)
+        c = rep.export
+        out.echo(f"saved {counts({'results': c.results, 'verify': c.verify, 'probes': c.probes, 'sessions': c.sessions})}"
+                 f" to {location}")
+        return
     rec = record([*rep.results, *rep.verify_docs], db)
     said(rec, saved_line=False)
     n = len(rep.results) + len(rep.verify_docs)
@@ -192,21 +216,22 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
 @params.db_option
 @_filters
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
-              help="Where to write the JSON (cardbench.results/1); '-' is standard output.")
-@params.output_options(("json",), default="json", format_help="Always JSON (cardbench.results/1).")
+              help="Where to write the JSON (cardbench.export/2); '-' is standard output.")
+@params.output_options(("json",), default="json", format_help="Always JSON (cardbench.export/2).")
 def export(db, card, reader, since, until, test_name, complete, output, out):
-    """Export stored results as JSON that `cardbench import` reads back identically."""
-    from cardbench.report import results_json
+    """Export every kind of stored record (runs, verify verdicts, reader probes, drawer sessions)
+    as JSON that `cardbench import` reads back identically, with the same ids."""
+    from cardbench.store.export import collect, counts, to_json
 
     with params.open_to_read(db) as store:
-        found = _query(store, card, reader, since, until, test_name, complete)
-    text = results_json(found)
+        doc = collect(store, card=card, reader=reader, since=since, until=until, test=test_name, complete=complete)
+    text = to_json(doc)
     if output == "-":
         out.echo(text, nl=False)
         return
     _write_atomically(Path(output), text)
     if not out.quiet:
-        click.echo(f"exported {len(found)} result{'s' if len(found) != 1 else ''} to {output}", err=True)
+        click.echo(f"exported {counts(doc)} to {output}", err=True)
 
 
 def _write_atomically(path: Path, text: str) -> None:

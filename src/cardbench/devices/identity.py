@@ -86,6 +86,9 @@ def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[st
         target["transport"] = dev.transport
         if info is not None and info.status is not None:
             target["ssr_classes"] = info.status.to_dict()
+        if info is not None and info.cid is not None:      # who made it, as the card says (verdicts.identity)
+            target["cid"] = {"card_type": info.cid.card_type, "manufacturer_id": info.cid.manufacturer_id,
+                             "oem_id": info.cid.oem_id, "product_name": info.cid.product_name}
         if info is not None and (info.bus_timing or info.bus_clock_hz):
             target["sd_bus"] = {"mode": info.bus_timing, "clock_hz": info.bus_clock_hz,
                                 "bus_width": info.bus_width_bits}

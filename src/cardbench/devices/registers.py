@@ -51,20 +51,15 @@ CAPACITY_FAMILIES: tuple[tuple[str, int], ...] = (
     ("SDUC", 140_737_488_355_328),
 )
 
-#: SD manufacturer ids (CID MID). SD-3C does not publish them and community tables disagree, so
-#: this is a *hint*, never proof of origin (standards.md §4.3: [S42] [S64] [S65]).
-SD_MANUFACTURER_HINTS: dict[int, str] = {
-    0x01: "Panasonic",
-    0x02: "Toshiba/Kingston/Viking",
-    0x03: "SanDisk",
-    0x1B: "Samsung or Transcend (sources disagree)",
-    0x1D: "Corsair",
-    0x1F: "Kingston",
-    0x27: "Phison",
-    0x28: "Lexar",
-    0x41: "Kingston",
-    0x9F: "Kingston",
-}
+#: SD manufacturer ids (CID MID) -> maker, from the packaged data/makers.toml (with its sources).
+#: SD-3C does not publish them and community tables disagree, so this is a *hint*, never proof of
+#: origin (standards.md §4.3: [S42] [S64] [S65]).
+def _sd_hints() -> dict[int, str]:
+    from cardbench.devices.makers import sd_makers
+    return {mid: entry["maker"] for mid, entry in sd_makers().items()}
+
+
+SD_MANUFACTURER_HINTS: dict[int, str] = _sd_hints()
 
 
 # --- bit access ------------------------------------------------------------------------------

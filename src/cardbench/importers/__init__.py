@@ -7,8 +7,10 @@
 
 Formats (``fmt``; recognised by content when None, in this order):
 
-* ``cardbench``: cardbench's export, ``{"schema": "cardbench.results/1", "results": [...]}`` (also
-  one ``cardbench.result/1`` document, or a list of them). Read back identically.
+* ``cardbench``: cardbench's export, ``cardbench.export/2`` (results, verify documents, reader
+  probes, drawer sessions: :mod:`cardbench.store.export`), or the older ``{"schema":
+  "cardbench.results/1", "results": [...]}`` (also one ``cardbench.result/1`` document, or a list
+  of them). Read back identically, with the same ids.
 * ``fio``: ``fio --output-format=json`` / ``json+``, fio 2.x and 3.x (importers.fio, fiojson).
 * ``fio-terse``: ``fio --minimal``, terse versions 3 and 4 (importers.fio).
 * ``fio-normal``: fio's default human output, 2.x and 3.x (importers.fio_normal).
@@ -54,7 +56,7 @@ __all__ = ["import_file", "import_text", "ImportReport", "Flag", "Skipped", "DEF
            "DEFAULT_FILE_SIZE_TEXT", "FORMATS", "detect_format"]
 
 
-def detect_format(text: str) -> str:
+def detect_format(text: str, *, path: str | None = None) -> str:
     """The format of ``text`` by its content (see the module docstring); UsageError listing the
     formats tried when it is none of them."""
     stripped = text.lstrip()
@@ -64,7 +66,9 @@ def detect_format(text: str) -> str:
         except ValueError as e:
             if '"fio version"' in text[:4096]:
                 return "fio"            # fio's JSON with a note after it; a truncation is named there
-            raise UsageError(f"looks like JSON but cannot be parsed: {e}; nothing imported") from None
+            where = f"{path}: " if path else ""
+            cut = " (cut short?)" if "Expecting" in str(e) or "Unterminated" in str(e) else ""
+            raise UsageError(f"{where}looks like JSON but cannot be parsed{cut}: {e}; nothing imported") from None
         return _json_kind(doc)
     if '"fio version"' in text and "{" in text:
         return "fio"                        # fio's JSON with notes printed around it
@@ -96,38 +100,26 @@ def _sniffers():
 
 
 def _json_kind(doc) -> str:
-    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("cardbench.result"):
+    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(
+            ("cardbench.result", "cardbench.export/", "cardbench.verify/", "cardbench.probe/", "cardbench.session/")):
         return "cardbench"
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and d.get("schema") == RESULT_SCHEMA for d in doc):
         return "cardbench"
     if isinstance(doc, dict) and ("fio version" in doc or isinstance(doc.get("jobs"), list)):
         return "fio"
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    raise UsageError("JSON that is neither a cardbench export (schema cardbench.results/1) nor fio "
+    raise UsageError("JSON that is neither a cardbench export (schema cardbench.export/2) nor fio "
                      f"--output-format=json output" + (f" (schema {schema!r})" if schema else ""))
 
 
 def import_cardbench(doc, *, path: str) -> ImportReport:
-    if isinstance(doc, list):
-        docs = doc
-    elif doc.get("schema") == RESULTS_SCHEMA:
-        docs = doc.get("results")
-        if not isinstance(docs, list):
-            raise UsageError(f"{path}: {RESULTS_SCHEMA} document without a 'results' list")
-    elif doc.get("schema") == RESULT_SCHEMA:
-        docs = [doc]
-    else:
-        raise UsageError(f"{path}: unknown cardbench schema {doc.get('schema')!r} (this cardbench reads "
-                         f"{RESULTS_SCHEMA} and {RESULT_SCHEMA}); a newer cardbench may have written it")
-    report = ImportReport(path=path, format="cardbench")
-    for i, d in enumerate(docs):
-        try:
-            problem = _shape_problem(d)
-            if problem:
-                raise ValueError(problem)
-            report.results.append(Result.from_dict(d))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}") from None
+    """An export (:func:`cardbench.store.export.read_export`): results in ``report.results``,
+    verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
+    from cardbench.store.export import read_export
+    contents = read_export(doc, path=path, result_problem=_shape_problem)
+    report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
+                          documents=[*contents.probes, *contents.sessions])
+    report.export = contents
     return report
 
 
@@ -155,6 +147,10 @@ def _shape_problem(d) -> str | None:
         if not isinstance(v, dict):
             return f"'{k}' must be an object"
         for f, x in v.items():
+            if f == "ata":
+                if x is not None and not isinstance(x, dict):
+                    return f"'{k}.ata' must be an object"
+                continue
             if f != "identity" and x is not None and not (num(x) if f in numeric else isinstance(x, str)):
                 return f"'{k}.{f}' must be {'a number' if f in numeric else 'text'}"
     for k in ("warnings", "claims", "tests"):
@@ -196,7 +192,7 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
                 reader: str | None = None, card: Card | None = None) -> ImportReport:
     """Like import_file, on text already read."""
     forced = bool(fmt)
-    fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text)
+    fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text, path=path)
     if fmt not in FORMATS:
         raise UsageError(f"unknown import format {fmt!r} (use one of {', '.join(FORMATS)})")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -51,6 +51,14 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
     file_size_bytes: int | None = None
     file_size_source: str | None = None     # "option" | "file" | "default" | "column"
+    #: figures consistent with only one route of the author's arithmetic (importers.checks): notes, not errors
+    audit_notes: list[Flag] = field(default_factory=list)
+    #: the rule the audit followed, in words (None: each figure against its raw data)
+    audit_rule: str | None = None
+    #: a cardbench export's reader probes and drawer sessions (cardbench.probe/1, cardbench.session/1)
+    documents: list[dict] = field(default_factory=list)
+    #: a cardbench export, read whole (cardbench.store.export.Contents): stored in one transaction
+    export: Any = None
 
     def lines(self) -> list[str]:
         """A human summary: what was read, every flag and every skipped line."""
@@ -58,18 +66,28 @@ class ImportReport:
         if self.verify_docs:
             n = len(self.verify_docs)
             what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
+        if self.export is not None:
+            from cardbench.store.export import counts
+            c = self.export
+            what = counts({"results": c.results, "verify": c.verify, "probes": c.probes, "sessions": c.sessions})
         out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
         said = ([f"units: {self.convention}"] if self.convention else []) + \
             [verify_line(d) for d in self.verify_docs] + [f"note: {n}" for n in self.notes]
-        out += [textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False) for line in said]
+        wrap = dict(width=80, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
         if self.format != "cardbench":
-            out.append(f"{len(self.flags)} figure{'s' if len(self.flags) != 1 else ''} disagree"
-                       f"{'s' if len(self.flags) == 1 else ''} with the row's own raw data beyond rounding"
-                       + (":" if self.flags else ""))
-        out += [textwrap.fill(str(x), width=80, initial_indent="  ", subsequent_indent="    ",
-                              break_on_hyphens=False) for x in [*self.flags, *self.skipped]]
+            # the errors lead, largest first, each with its size in percent; then the rule, then notes
+            errors = sorted(self.flags, key=lambda f: -abs(f.percent or 0.0))
+            n = len(errors)
+            out.append(f"{n} figure{'s' if n != 1 else ''} disagree{'s' if n == 1 else ''} with the row's own raw "
+                       "data beyond rounding" + (" (errors):" if errors else ""))
+            out += [textwrap.fill(f"ERROR {f}" if self.audit_rule else str(f), **wrap) for f in errors]
+        out += [textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False) for line in said]
+        if self.audit_rule:
+            out.append(textwrap.fill(f"audit: {self.audit_rule}", width=80, subsequent_indent="  ",
+                                     break_on_hyphens=False))
+        out += [textwrap.fill(str(x), **wrap) for x in [*self.audit_notes, *self.skipped]]
         return out
 
     def flagged_lines(self) -> list[int]:
@@ -78,11 +96,15 @@ class ImportReport:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "results": [r.id for r in self.results],
                 "verify": [d["id"] for d in self.verify_docs], "convention": self.convention,
-                "flags": [f.to_dict() for f in self.flags],
+                "flags": [f.to_dict() for f in self.flags], "audit_notes": [f.to_dict() for f in self.audit_notes],
+                "audit_rule": self.audit_rule,
                 "skipped": [s.__dict__ for s in self.skipped], "notes": list(self.notes),
                 "file_size_bytes": self.file_size_bytes, "file_size_source": self.file_size_source}
 
     def save_to(self, store) -> list[str]:
+        """Save what was read into an open store (a cardbench export: all of it in one transaction)."""
+        if self.export is not None:
+            return store.save_all(self.export.items())
         return [store.save(r) for r in self.results] + [store.save_verify(d) for d in self.verify_docs]
 
 
@@ -151,10 +173,16 @@ class SurveyRow:
         return " ".join(p for p in (self.brand, self.name, self.capacity_text, self.label) if p) or f"row {self.line}"
 
     def flags(self) -> list[Flag]:
-        return check_row(line=self.line, row=self.title, times=self.times, file_bytes=self.file_bytes, avg=self.avg,
-                         write_rate=self.write_rate, write_x=self.write_x, read_rate=self.read_rate,
-                         read_x=self.read_x, rate_unit_bytes=RATE_UNITS[self.rate_unit], rate_unit=self.rate_unit,
-                         rate_from=self.rate_from)
+        return self.audit()[0]
+
+    def audit(self) -> tuple[list[Flag], list[Flag]]:
+        """(errors, notes) of this row, by the author's arithmetic (importers.checks.check_row)."""
+        notes: list[Flag] = []
+        errors = check_row(line=self.line, row=self.title, times=self.times, file_bytes=self.file_bytes, avg=self.avg,
+                           write_rate=self.write_rate, write_x=self.write_x, read_rate=self.read_rate,
+                           read_x=self.read_x, rate_unit_bytes=RATE_UNITS[self.rate_unit], rate_unit=self.rate_unit,
+                           rate_from=self.rate_from, notes=notes, read_times=self.read_times)
+        return errors, notes
 
     def to_result(self, *, path: str, fmt: str, digest: str, reader: str | None = None,
                   flags: list[Flag] = ()) -> Result:

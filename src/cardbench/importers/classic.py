@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from cardbench.importers.base import ImportReport, Skipped, SurveyRow, none_if_blank, resolve_file_size
-from cardbench.importers.checks import Printed
+from cardbench.importers.checks import RULE, Printed
 
 AVERAGE_WORDS = {"average", "avg", "avg.", "mean"}
 _CAPACITY_RE = re.compile(r"^\d+(?:[.,]\d+)?\s*(?:[kKmMgGtT](?:i?[bB])?|[bB])$")
@@ -110,7 +110,9 @@ def import_table(text: str, *, path: str, digest: str, file_size=None, reader: s
         if isinstance(row, Skipped):
             report.skipped.append(row)
             continue
-        flags = row.flags()
+        flags, notes = row.audit()
         report.flags += flags
+        report.audit_notes += notes
+        report.audit_rule = RULE
         report.results.append(row.to_result(path=path, fmt="table", digest=digest, reader=reader, flags=flags))
     return report

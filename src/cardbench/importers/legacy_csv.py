@@ -41,7 +41,7 @@ import io
 import re
 
 from cardbench.importers.base import (ImportReport, Skipped, SurveyRow, none_if_blank, resolve_file_size)
-from cardbench.importers.checks import Printed
+from cardbench.importers.checks import RULE, Printed
 from cardbench.importers.classic import file_size_directive
 from cardbench.store.query import epoch_of_iso
 from cardbench.units import UnitError, parse_size
@@ -151,8 +151,10 @@ def import_csv(text: str, *, path: str, digest: str, file_size=None, reader: str
         if isinstance(row, Skipped):
             report.skipped.append(row)
             continue
-        flags = row.flags()
+        flags, notes = row.audit()
         report.flags += flags
+        report.audit_notes += notes
+        report.audit_rule = RULE
         report.results.append(row.to_result(path=path, fmt="csv", digest=digest, reader=reader, flags=flags))
     return report
 

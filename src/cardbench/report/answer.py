@@ -144,6 +144,9 @@ def verdict_lines(result: Result, rate_unit: str = "MB/s") -> list[str]:
         lines.append("Label: none given (--label 4X, C10 U3 ... judges what the card promises).")
     lines.append(reader_line(result, rate_unit))
     lines += _warning_lines(result)
+    check = result.target.get("identity_check") if isinstance(result.target, dict) else None
+    if isinstance(check, dict) and check.get("status") == "unknown":
+        lines.append(plain(str(check.get("text"))) + ".")      # said, not a warning (verdicts.identity)
     integrity = integrity_line(result)
     if integrity:
         lines.append(integrity)

@@ -99,14 +99,37 @@ def _cells(row: dict[str, Any]) -> list[str]:
             str(row["confidence"])]
 
 
-def render_readers(rows: list[dict[str, Any]], fmt: str = "table", *, width: int = 150) -> str:
-    """The readers as ``table`` (sentences, table, evidence, legend), ``md`` or ``json``."""
+def session_lines(sessions: list[dict[str, Any]] | None) -> list[str]:
+    """Stored drawer sessions (``cardbench.session/1``), one line each: when, which cards in what
+    order, and the reader verdict said at its end (to read beside today's)."""
+    out = []
+    for s in sessions or []:
+        cards = s.get("cards") or []
+        names = []
+        for c in cards:
+            card = c.get("card") or {}
+            names.append(" ".join(str(x) for x in (card.get("brand"), card.get("name"), card.get("label")) if x)
+                         or str(c.get("device") or "?"))
+        when = str(s.get("started_at") or "")[:16].replace("T", " ")
+        verdict = "; ".join(reader_sentence(v).rstrip(".")
+                            for v in s.get("reader_verdict") or []) or "no reader verdict"
+        probes = len(s.get("probes") or [])
+        out.append(f"Drawer session {when}: {len(cards)} card{'s' if len(cards) != 1 else ''} "
+                   f"({', '.join(names)}){f', {probes} probe' + ('s' if probes != 1 else '') if probes else ''}; "
+                   f"its verdict then: {verdict}.")
+    return out
+
+
+def render_readers(rows: list[dict[str, Any]], fmt: str = "table", *, width: int = 150,
+                   sessions: list[dict[str, Any]] | None = None) -> str:
+    """The readers as ``table`` (sentences, table, evidence, stored drawer sessions, legend), ``md``
+    or ``json`` (the rows only: sessions are in `cardbench results --json`)."""
     if fmt == "json":
         return json.dumps(rows, indent=2, sort_keys=True) + "\n"
     if not rows:
         return "No results stored yet: nothing to say about readers.\n"
     sentences = [reader_sentence(r) for r in rows]
-    evidence = [line for r in rows for line in evidence_lines(r)]
+    evidence = [line for r in rows for line in evidence_lines(r)] + session_lines(sessions)
     if fmt == "md":
         return ("\n".join(f"- {s}" for s in sentences) + "\n\n" + md_table(list(_HEADERS), [_cells(r) for r in rows],
                                                                         right={1, 2}) + "\n\n"

@@ -23,6 +23,10 @@ from cardbench.store.backends import Backend, PostgresBackend, SQLiteBackend, fi
 from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
 
 VERIFY_SCHEMA = "cardbench.verify/1"
+#: cards read at once (``readers --probe``, a drawer session): the measured figures and the finding
+PROBE_SCHEMA = "cardbench.probe/1"
+#: a drawer session: which cards, in what order, with the session's reader verdict
+SESSION_SCHEMA = "cardbench.session/1"
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
 SAVE_ATTEMPTS = 6
@@ -269,40 +273,43 @@ class Store:
         self._db.execute("DELETE FROM runs WHERE id = ?", (run_pk,))
 
     def _save_tx(self, result: Result, doc: dict, text: str) -> None:
+        with self._db.transaction():
+            self._save_rows(result, doc, text)
+
+    def _save_rows(self, result: Result, doc: dict, text: str) -> None:
         b = self._db
-        with b.transaction():
-            old = b.execute("SELECT id FROM runs WHERE result_id = ?", (result.id,))
-            if old:
-                self._delete_run(int(old[0][0]))
-            card_id = self._upsert_card(result.card)
-            reader_id = self._upsert_reader(result.reader)
-            host_id = self._upsert_host(result.host or {})
-            n_samples = sum(len(t.runs) + len(t.warmup) for t in result.tests)
-            run_pk = b.insert(
-                "INSERT INTO runs (result_id, card_id, reader_id, host_id, started_at, started_epoch, finished_at, "
-                "complete, source, error, tool_version, schema, n_tests, n_samples, document, saved_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (result.id, card_id, reader_id, host_id, result.started_at, q.epoch_of_iso(result.started_at),
-                 result.finished_at, int(bool(result.complete)), result.source, result.error,
-                 str((result.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(result.tests),
-                 n_samples, text, _now_iso()))
-            for pos, (t, td) in enumerate(zip(result.tests, doc["tests"])):
-                ci = td.get("ci95_bytes_per_s") or (None, None)
-                test_pk = b.insert(
-                    "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
-                    "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
-                    "x_rating, median_iops, limited_by, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_pk, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
-                     td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
-                     td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
-                     td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
-                rows = [(run_pk, test_pk, kind, i, int(r.bytes), float(r.seconds), r.ops, r.offset)
-                        for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, r in enumerate(runs)]
-                self._insert_samples(rows)
-            b.executemany(
-                "INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_pk, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
-                  _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(result.claims)])
+        old = b.execute("SELECT id FROM runs WHERE result_id = ?", (result.id,))
+        if old:
+            self._delete_run(int(old[0][0]))
+        card_id = self._upsert_card(result.card)
+        reader_id = self._upsert_reader(result.reader)
+        host_id = self._upsert_host(result.host or {})
+        n_samples = sum(len(t.runs) + len(t.warmup) for t in result.tests)
+        run_pk = b.insert(
+            "INSERT INTO runs (result_id, card_id, reader_id, host_id, started_at, started_epoch, finished_at, "
+            "complete, source, error, tool_version, schema, n_tests, n_samples, document, saved_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result.id, card_id, reader_id, host_id, result.started_at, q.epoch_of_iso(result.started_at),
+             result.finished_at, int(bool(result.complete)), result.source, result.error,
+             str((result.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(result.tests),
+             n_samples, text, _now_iso()))
+        for pos, (t, td) in enumerate(zip(result.tests, doc["tests"])):
+            ci = td.get("ci95_bytes_per_s") or (None, None)
+            test_pk = b.insert(
+                "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
+                "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
+                "x_rating, median_iops, limited_by, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_pk, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
+                 td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
+                 td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
+                 td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
+            rows = [(run_pk, test_pk, kind, i, int(r.bytes), float(r.seconds), r.ops, r.offset)
+                    for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, r in enumerate(runs)]
+            self._insert_samples(rows)
+        b.executemany(
+            "INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_pk, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
+              _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(result.claims)])
 
     def _insert_samples(self, rows: list[tuple]) -> None:
         self._db.executemany(
@@ -436,51 +443,196 @@ class Store:
         The document's ``card`` / ``reader`` (dicts as in a result) link it to cards and readers;
         a missing ``id`` is given one (in the stored copy; the caller's dict is not changed).
         """
-        if not isinstance(doc, dict) or doc.get("schema") != VERIFY_SCHEMA:
-            got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-            raise UsageError(f"not a {VERIFY_SCHEMA} document (schema={got!r})")
-        doc = dict(doc)
-        doc.setdefault("id", uuid.uuid4().hex)
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"verify document cannot be stored as JSON: {first_line(e)}") from None
-        created = doc.get("finished_at") or doc.get("started_at") or doc.get("created_at")
+        return self._save_document(doc, VERIFY_SCHEMA, "verify document", self._save_verify_rows)
+
+    def _save_document(self, doc: dict, schema: str, what: str, rows) -> str:
+        """Save one document (``rows(doc, text)`` writes its rows) in its own transaction."""
+        doc, text = _prepared(doc, schema, what)
 
         def tx():
-            b = self._db
-            with b.transaction():
-                b.execute("DELETE FROM verify_results WHERE verify_id = ?", (str(doc["id"]),))
-                card_id = self._upsert_card(Card.from_dict(doc.get("card"))) if doc.get("card") else None
-                reader_id = self._upsert_reader(Reader.from_dict(doc.get("reader"))) if doc.get("reader") else None
-                b.execute("INSERT INTO verify_results (verify_id, card_id, reader_id, created_at, created_epoch, "
-                          "verdict, schema, document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (str(doc["id"]), card_id, reader_id, created, q.epoch_of_iso(created),
-                           _text(doc.get("verdict")), VERIFY_SCHEMA, text, _now_iso()))
-        self._run("saving a verify result", tx, retry=True)
+            with self._db.transaction():
+                rows(doc, text)
+        self._run(f"saving a {what}", tx, retry=True)
         return str(doc["id"])
 
-    def verify_results(self, card: str | None = None, reader: str | None = None) -> list[dict]:
-        """Stored verify documents, oldest first, optionally for matching cards / readers."""
+    def _save_verify_rows(self, doc: dict, text: str) -> None:
+        b = self._db
+        created = doc.get("finished_at") or doc.get("started_at") or doc.get("created_at")
+        b.execute("DELETE FROM verify_results WHERE verify_id = ?", (str(doc["id"]),))
+        card_id = self._upsert_card(Card.from_dict(doc.get("card"))) if doc.get("card") else None
+        reader_id = self._upsert_reader(Reader.from_dict(doc.get("reader"))) if doc.get("reader") else None
+        b.execute("INSERT INTO verify_results (verify_id, card_id, reader_id, created_at, created_epoch, "
+                  "verdict, schema, document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  (str(doc["id"]), card_id, reader_id, created, q.epoch_of_iso(created),
+                   _text(doc.get("verdict")), VERIFY_SCHEMA, text, _now_iso()))
+
+    # -- reader evidence: probes and drawer sessions -------------------------------------------
+
+    def save_probe(self, doc: dict) -> str:
+        """Save a ``cardbench.probe/1`` document (cards read at once; see ``cardbench.evidence``);
+        returns its id. Its ``reader`` and each device's ``card`` link it to readers and cards."""
+        return self._save_document(doc, PROBE_SCHEMA, "reader probe", self._save_probe_rows)
+
+    def _link_cards(self, kind: str, rid: str, entries: list) -> None:
+        self._db.execute("DELETE FROM record_cards WHERE kind = ? AND record_id = ?", (kind, rid))
+        rows = []
+        for pos, e in enumerate(entries):
+            e = e if isinstance(e, dict) else {}
+            card_id = self._upsert_card(Card.from_dict(e["card"])) if isinstance(e.get("card"), dict) else None
+            reader_id = self._upsert_reader(Reader.from_dict(e["reader"])) if isinstance(e.get("reader"), dict) \
+                else None
+            rows.append((kind, rid, pos, card_id, reader_id))
+        if rows:
+            self._db.executemany("INSERT INTO record_cards (kind, record_id, position, card_id, reader_id) "
+                                 "VALUES (?, ?, ?, ?, ?)", rows)
+
+    def _save_probe_rows(self, doc: dict, text: str) -> None:
+        b = self._db
+        rid = str(doc["id"])
+        b.execute("DELETE FROM probes WHERE probe_id = ?", (rid,))
+        reader_id = self._upsert_reader(Reader.from_dict(doc["reader"])) if isinstance(doc.get("reader"), dict) \
+            else None
+        created = doc.get("created_at")
+        finding = doc.get("finding") if isinstance(doc.get("finding"), dict) else {}
+        b.execute("INSERT INTO probes (probe_id, reader_id, created_at, created_epoch, confidence, schema, "
+                  "document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (rid, reader_id, created, q.epoch_of_iso(created), _text(finding.get("confidence")),
+                   PROBE_SCHEMA, text, _now_iso()))
+        devices = (doc.get("measured") or {}).get("devices") if isinstance(doc.get("measured"), dict) else None
+        self._link_cards("probe", rid, [dict(d, reader=doc.get("reader")) if isinstance(d, dict) else d
+                                        for d in devices or []])
+
+    def save_session(self, doc: dict) -> str:
+        """Save a ``cardbench.session/1`` document (a drawer session); returns its id."""
+        return self._save_document(doc, SESSION_SCHEMA, "drawer session", self._save_session_rows)
+
+    def _save_session_rows(self, doc: dict, text: str) -> None:
+        b = self._db
+        rid = str(doc["id"])
+        b.execute("DELETE FROM sessions WHERE session_id = ?", (rid,))
+        cards = doc.get("cards") if isinstance(doc.get("cards"), list) else []
+        b.execute("INSERT INTO sessions (session_id, started_at, started_epoch, finished_at, n_cards, schema, "
+                  "document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (rid, doc.get("started_at"), q.epoch_of_iso(doc.get("started_at")), doc.get("finished_at"),
+                   len(cards), SESSION_SCHEMA, text, _now_iso()))
+        self._link_cards("session", rid, cards)
+
+    def save_all(self, items: list) -> list[str]:
+        """Save results and documents (verify, probe, session) in ONE transaction: all or nothing
+        (``cardbench import`` of an export). Each replaces what has its id. Returns the ids."""
+        rows_of = {VERIFY_SCHEMA: self._save_verify_rows, PROBE_SCHEMA: self._save_probe_rows,
+                   SESSION_SCHEMA: self._save_session_rows}
+        prepared = []
+        for it in items:
+            if isinstance(it, Result):
+                doc = it.to_dict()
+                try:
+                    text = json.dumps(doc, ensure_ascii=False)
+                except (TypeError, ValueError) as e:
+                    raise UsageError(f"result {it.id} cannot be stored as JSON: {first_line(e)}") from None
+                prepared.append((lambda d, t, r=it: self._save_rows(r, d, t), doc, text))
+                continue
+            schema = it.get("schema") if isinstance(it, dict) else None
+            if schema not in rows_of:
+                got = schema if isinstance(it, dict) else type(it).__name__
+                raise UsageError(f"cannot store {got!r}: not a result, verify, probe or session document")
+            doc, text = _prepared(it, schema, schema)
+            prepared.append((rows_of[schema], doc, text))
+
+        def tx():
+            with self._db.transaction():
+                for rows, doc, text in prepared:
+                    rows(doc, text)
+        self._run(f"saving {len(prepared)} records", tx, retry=True)
+        return [str(doc["id"]) for _, doc, _ in prepared]
+
+    def stored_document(self, kind: str, rid: str) -> dict | None:
+        """The stored document of one record (kind: result, verify, probe, session), or None."""
+        table, col = _ID_COLUMNS[kind]
+        rows = self._run("reading a record", self._db.execute, f"SELECT document FROM {table} WHERE {col} = ?",
+                         (str(rid),))
+        return json.loads(rows[0][0]) if rows else None
+
+    def _ids_for(self, what: str, text: str | None) -> list | None:
+        if not text:
+            return None
+        rows = self.cards() if what == "card" else self.readers()
+        match = q.card_matches if what == "card" else q.reader_matches
+        return [r["id"] for r in rows if match(r, text)]
+
+    def _documents(self, action: str, table: str, time_col: str, *, card=None, reader=None, since=None,
+                   until=None, card_sql=None, reader_sql=None) -> list[dict]:
         where, params = [], []
-        if card:
-            ids = [c["id"] for c in self.cards() if q.card_matches(c, card)]
+        for what, text, sql in (("card", card, card_sql), ("reader", reader, reader_sql)):
+            ids = self._ids_for(what, text)
+            if ids is None:
+                continue
             if not ids:
                 return []
-            where.append(f"card_id IN ({', '.join('?' * len(ids))})")
-            params += ids
-        if reader:
-            ids = [c["id"] for c in self.readers() if q.reader_matches(c, reader)]
-            if not ids:
-                return []
-            where.append(f"reader_id IN ({', '.join('?' * len(ids))})")
-            params += ids
-        sql = "SELECT document FROM verify_results"
+            marks = ", ".join("?" * len(ids))
+            where.append(sql.format(ids=marks))
+            params += ids * sql.count("{ids}")
+        if since is not None and since != "":
+            where.append(f"{time_col} >= ?")
+            params.append(q.parse_when(since, what="--since time"))
+        if until is not None and until != "":
+            where.append(f"{time_col} <= ?")
+            params.append(q.parse_when(until, what="--until time"))
+        sql = f"SELECT document FROM {table}"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_epoch, id"
-        rows = self._run("reading verify results", self._db.execute, sql, params)
+        sql += f" ORDER BY COALESCE({time_col}, 0), id"     # NULLs first in both SQLite and PostgreSQL
+        rows = self._run(action, self._db.execute, sql, params)
         return [json.loads(r[0]) for r in rows]
+
+    def probes(self, card: str | None = None, reader: str | None = None, since: Any = None,
+               until: Any = None) -> list[dict]:
+        """Stored ``cardbench.probe/1`` documents, oldest first: of a matching reader, with a
+        matching card among its devices, made at or after ``since`` / before ``until``."""
+        return self._documents(
+            "reading reader probes", "probes", "created_epoch", card=card, reader=reader, since=since, until=until,
+            card_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'probe' AND c.record_id = probes.probe_id "
+                     "AND c.card_id IN ({ids}))",
+            reader_sql="reader_id IN ({ids})")
+
+    def sessions(self, card: str | None = None, reader: str | None = None, since: Any = None,
+                 until: Any = None) -> list[dict]:
+        """Stored ``cardbench.session/1`` documents, oldest first: holding a matching card, or a
+        card read through a matching reader, started at or after ``since`` / before ``until``."""
+        return self._documents(
+            "reading drawer sessions", "sessions", "started_epoch", card=card, reader=reader, since=since,
+            until=until,
+            card_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'session' "
+                     "AND c.record_id = sessions.session_id AND c.card_id IN ({ids}))",
+            reader_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'session' "
+                       "AND c.record_id = sessions.session_id AND c.reader_id IN ({ids}))")
+
+    def verify_results(self, card: str | None = None, reader: str | None = None, since: Any = None,
+                       until: Any = None) -> list[dict]:
+        """Stored verify documents, oldest first, optionally for matching cards / readers, made at
+        or after ``since`` / at or before ``until``."""
+        return self._documents("reading verify results", "verify_results", "created_epoch", card=card,
+                               reader=reader, since=since, until=until, card_sql="card_id IN ({ids})",
+                               reader_sql="reader_id IN ({ids})")
+
+
+_ID_COLUMNS = {"result": ("runs", "result_id"), "verify": ("verify_results", "verify_id"),
+               "probe": ("probes", "probe_id"), "session": ("sessions", "session_id")}
+
+
+def _prepared(doc: Any, schema: str, what: str) -> tuple[dict, str]:
+    """A copy of ``doc`` with an ``id`` (given one when missing) and its JSON text; UsageError when
+    it is not a ``schema`` document or cannot be JSON."""
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise UsageError(f"not a {schema} document (schema={got!r})")
+    doc = dict(doc)
+    doc.setdefault("id", uuid.uuid4().hex)
+    try:
+        text = json.dumps(doc, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} cannot be stored as JSON: {first_line(e)}") from None
+    return doc, text
 
 
 def _text(v: Any) -> str | None:

@@ -1,6 +1,6 @@
 """The outbox: what was measured but could not be stored yet, kept until a store takes it.
 
-One file per kept result or verify document, in ``platformdirs.user_data_dir("cardbench")/outbox``
+One file per kept result or document (verify, reader probe, drawer session), in ``platformdirs.user_data_dir("cardbench")/outbox``
 (``~/.local/share/cardbench/outbox``): written under a temporary name, fsynced, renamed into place
 and the directory fsynced, so a file there is always whole. A file is never replaced: keeping the
 same result again (a verify run that is resumed) adds a newer file, and the newest is stored last.
@@ -26,12 +26,15 @@ from typing import Any, Union
 
 from cardbench.errors import UsageError
 from cardbench.result import Result
-from cardbench.store.core import VERIFY_SCHEMA
+from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
 
 OUTBOX_SCHEMA = "cardbench.outbox/1"
 
-#: a result, or a cardbench.verify/1 document
+#: a result, or a cardbench.verify/1, cardbench.probe/1 or cardbench.session/1 document
 Item = Union[Result, dict]
+#: the kind of each document schema, and the store method that saves it
+KINDS = {VERIFY_SCHEMA: "verify", PROBE_SCHEMA: "probe", SESSION_SCHEMA: "session"}
+SAVE_METHOD = {"result": "save", "verify": "save_verify", "probe": "save_probe", "session": "save_session"}
 
 
 def outbox_dir() -> Path:
@@ -42,10 +45,10 @@ def outbox_dir() -> Path:
 def kind_of(item: Item) -> str:
     if isinstance(item, Result):
         return "result"
-    if isinstance(item, dict) and item.get("schema") == VERIFY_SCHEMA:
-        return "verify"
+    if isinstance(item, dict) and item.get("schema") in KINDS:
+        return KINDS[item["schema"]]
     got = item.get("schema") if isinstance(item, dict) else type(item).__name__
-    raise UsageError(f"only a Result or a {VERIFY_SCHEMA} document can be stored, not {got!r}")
+    raise UsageError(f"only a Result or a {', '.join(KINDS)} document can be stored, not {got!r}")
 
 
 def document_of(item: Item) -> dict:
@@ -166,10 +169,7 @@ def flush(store: Any, key: str, directory: Path | None = None) -> Flushed:
                 continue
             try:
                 item = entry.item()
-                if entry.kind == "result":
-                    store.save(item)
-                else:
-                    store.save_verify(item)
+                getattr(store, SAVE_METHOD[entry.kind])(item)
             except (UsageError, ValueError, KeyError, TypeError):
                 _set_aside(path)
                 done.bad.append(path)
@@ -198,7 +198,7 @@ def _files(directory: Path | None) -> list[Path]:
 def _read(path: Path) -> Entry | None:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        if raw.get("schema") != OUTBOX_SCHEMA or raw.get("kind") not in ("result", "verify"):
+        if raw.get("schema") != OUTBOX_SCHEMA or raw.get("kind") not in SAVE_METHOD:
             return None
         return Entry(path, raw["kind"], str(raw["id"]), str(raw["store"]), str(raw.get("kept_at") or ""),
                      str(raw.get("reason") or ""), dict(raw["document"]))
@@ -238,7 +238,9 @@ def _safe(text: str) -> str:
 def describe(counts: dict[str, int]) -> str:
     """{"result": 2, "verify": 1} -> "2 results and 1 verify result"."""
     parts = []
-    for kind, one, many in (("result", "result", "results"), ("verify", "verify result", "verify results")):
+    for kind, one, many in (("result", "result", "results"), ("verify", "verify result", "verify results"),
+                            ("probe", "reader probe", "reader probes"), ("session", "drawer session",
+                                                                         "drawer sessions")):
         n = counts.get(kind, 0)
         if n:
             parts.append(f"{n} {one if n == 1 else many}")

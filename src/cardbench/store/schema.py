@@ -168,12 +168,51 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX claims_run ON claims (run_id)",
         "CREATE INDEX verify_card ON verify_results (card_id)",
     )),
+    Migration(3, "reader probes (cards read at once), drawer sessions, the cards each names", (
+        """CREATE TABLE probes (
+            id            {pk},
+            probe_id      TEXT NOT NULL UNIQUE,
+            reader_id     {int} REFERENCES readers(id),
+            created_at    TEXT,
+            created_epoch {float},
+            confidence    TEXT,
+            schema        TEXT NOT NULL,
+            document      TEXT NOT NULL,
+            saved_at      TEXT NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            id            {pk},
+            session_id    TEXT NOT NULL UNIQUE,
+            started_at    TEXT,
+            started_epoch {float},
+            finished_at   TEXT,
+            n_cards       INTEGER NOT NULL,
+            schema        TEXT NOT NULL,
+            document      TEXT NOT NULL,
+            saved_at      TEXT NOT NULL
+        )""",
+        """CREATE TABLE record_cards (
+            kind      TEXT NOT NULL CHECK (kind IN ('probe', 'session')),
+            record_id TEXT NOT NULL,
+            position  INTEGER NOT NULL,
+            card_id   {int} REFERENCES cards(id),
+            reader_id {int} REFERENCES readers(id),
+            PRIMARY KEY (kind, record_id, position)
+        )""",
+        "CREATE INDEX probes_reader ON probes (reader_id)",
+        "CREATE INDEX probes_created ON probes (created_epoch)",
+        "CREATE INDEX sessions_started ON sessions (started_epoch)",
+        "CREATE INDEX record_cards_card ON record_cards (card_id)",
+        "CREATE INDEX record_cards_reader ON record_cards (reader_id)",
+        "CREATE INDEX verify_created ON verify_results (created_epoch)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1].version
 
 #: Tables a cardbench database has; a database holding one of them without our schema_version is not ours.
-TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims")
+TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims",
+          "probes", "sessions", "record_cards")
 
 
 def check_migrations(migrations: tuple[Migration, ...] | list[Migration]) -> None:

@@ -7,6 +7,8 @@
 * :mod:`~cardbench.verdicts.ceiling`: ``path_ceiling(reader) -> Ceiling | None``,
   ``interface_mode_ceiling(card.ata)`` (a CF card's transfer mode),
   ``mark_limits(result, ceiling)``, ``plausibility(result)``;
+* :mod:`~cardbench.verdicts.identity`: ``identity_check(card, target)`` (the maker an SD card's
+  CID or a CF card's ATA model names, against ``--brand``);
 * :mod:`~cardbench.verdicts.readers`: ``reader_ceilings(results) -> list[dict]``,
   ``rejudge_reader(store, reader_identity) -> list[Result]`` (stored results of a reader judged
   again with the ceiling its cards show; called after every saved run).
@@ -59,6 +61,8 @@ def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
         result.claims = judge(result, claims + register, ceilings)
     findings = label_register_mismatches(claims, dict(ssr)) if ssr and claims else []
     findings += label_identify_mismatches(claims, result.card.ata)
+    from cardbench.verdicts.identity import apply_identity_check
+    apply_identity_check(result)      # the card's own register against its --brand
     for finding in findings:
         if finding not in result.warnings:
             result.warnings.append(finding)
