@@ -8,6 +8,7 @@ import sys
 import click
 
 from cardbench.cli import params
+from cardbench.share import share_options
 from cardbench.errors import Interrupted
 from cardbench.result import Card
 
@@ -80,6 +81,7 @@ def _asker(no_prompt: bool):
               help="One JSON line per card as it finishes (schema cardbench.drawer/1) on stdout.")
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @params.db_option
+@share_options
 @click.option("--no-save", is_flag=True, help="Do not store the results.")
 def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards, no_verify, reader_name, as_json, mib,
            db, no_save):
