@@ -130,7 +130,10 @@ class Server:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise HTTPError(400, f"the body is not JSON (truncated?): {e}") from None
-        contents = read_export(doc, path="the body")      # UsageError: 400
+        try:
+            contents = read_export(doc, path="the body")      # UsageError: 400
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise HTTPError(400, f"the body cannot be read as cardbench records ({type(e).__name__}: {e})") from None
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")

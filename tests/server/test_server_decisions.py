@@ -1,0 +1,165 @@
+"""What the server decides, in-process (Starlette's TestClient over a SQLite store): tokens,
+validation, ownership of ids, escaping, and a fuzzed API that never answers 500."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from cardbench.server import tokens
+from cardbench.server.app import create_app
+from cardbench.store.core import open_store
+from cardbench.store.export import EXPORT_SCHEMA
+from conftest import make_result
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("srv") / "lab.sqlite3")
+    app = create_app(db, max_body=1 << 20)
+    with open_store(db) as store:
+        toks = {s: tokens.add(store, s) for s in ("alpha", "beta", "gone")}
+        tokens.revoke(store, "gone")
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, db, toks
+
+
+def post(client, doc, token=None, raw=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return client.post("/api/v1/records", content=raw if raw is not None else json.dumps(doc), headers=headers)
+
+
+def count(db, rid):
+    with open_store(db) as s:
+        return s.stored_document("result", rid) is not None
+
+
+def test_token_missing_wrong_or_revoked_is_401_and_stores_nothing(env):
+    client, db, toks = env
+    r = make_result()
+    for token in (None, "cbt_wrong", toks["gone"]):
+        resp = post(client, r.to_dict(), token)
+        assert resp.status_code == 401, resp.text
+        assert set(resp.json()) == {"error"} and "\n" not in resp.json()["error"]
+    assert not count(db, r.id)
+
+
+def test_a_document_from_a_newer_schema_is_400(env):
+    client, db, toks = env
+    doc = make_result().to_dict()
+    doc["schema"] = "cardbench.result/2"
+    resp = post(client, doc, toks["alpha"])
+    assert resp.status_code == 400 and "newer cardbench" in resp.json()["error"]
+    resp = post(client, {"schema": "cardbench.export/3", "results": []}, toks["alpha"])
+    assert resp.status_code == 400 and "newer" in resp.json()["error"]
+    assert not count(db, doc["id"])
+
+
+def test_a_truncated_body_is_400(env):
+    client, db, toks = env
+    r = make_result()
+    text = json.dumps(r.to_dict())
+    resp = post(client, None, toks["alpha"], raw=text[: len(text) // 2])
+    assert resp.status_code == 400 and "not JSON" in resp.json()["error"]
+    assert not count(db, r.id)
+
+
+def test_a_body_over_the_limit_is_413(env):
+    client, db, toks = env
+    resp = post(client, None, toks["alpha"], raw=b"[" + b" " * (1 << 20) + b"]")
+    assert resp.status_code == 413 and "limit" in resp.json()["error"] or "at most" in resp.json()["error"]
+
+
+def test_the_same_record_twice_is_stored_once_and_another_station_is_refused(env):
+    client, db, toks = env
+    r = make_result(serial=uuid.uuid4().hex[:8])
+    assert post(client, r.to_dict(), toks["alpha"]).status_code == 200
+    assert post(client, r.to_dict(), toks["alpha"]).status_code == 200     # a retry: stored once
+    with open_store(db) as s:
+        assert [x.id for x in s.results() if x.id == r.id] == [r.id]
+    fresh = make_result()
+    both = {"schema": EXPORT_SCHEMA, "cards": [], "results": [fresh.to_dict(), r.to_dict()], "verify": [],
+            "probes": [], "sessions": []}
+    resp = post(client, both, toks["beta"])
+    assert resp.status_code == 403 and "another station" in resp.json()["error"]
+    assert not count(db, fresh.id)                    # all of the request or nothing
+    with open_store(db) as s:
+        assert tokens.station_of_record(s, "result", r.id) == "alpha"
+        assert tokens.station_of_record(s, "result", fresh.id) is None
+
+
+def test_every_typed_name_is_text_not_markup(env):
+    client, db, toks = env
+    r = make_result(brand=SCRIPT, name=SCRIPT, reader=SCRIPT, serial="xss1")
+    assert post(client, r.to_dict(), toks["alpha"]).status_code == 200
+    from cardbench.server.pages import card_url, model_key, model_url, reader_url
+    for url in ("/", card_url(r.card.identity()), model_url(model_key(r.card)), reader_url(r.reader.identity()),
+                "/readers", "/live/alpha", f"/?card={SCRIPT}"):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert SCRIPT not in page.text, url
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text, url
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_the_api_gives_the_export_document(env):
+    client, db, toks = env
+    r = make_result(brand="ApiCard", serial="api1")
+    assert post(client, r.to_dict(), toks["alpha"]).status_code == 200
+    doc = client.get("/api/v1/results", params={"card": "ApiCard"}).json()
+    assert doc["schema"] == EXPORT_SCHEMA and [x["id"] for x in doc["results"]] == [r.id]
+    assert client.get(f"/api/v1/results/{r.id}").json() == r.to_dict()
+    assert client.get("/api/v1/results/nope").status_code == 400
+    assert client.get("/api/v1/export").json()["schema"] == EXPORT_SCHEMA
+    assert client.get("/no/such").status_code == 404
+
+
+def test_a_read_token_closes_reading(tmp_path):
+    app = create_app(str(tmp_path / "r.sqlite3"), read_token="s3cret")
+    with TestClient(app) as client:
+        assert client.get("/").status_code == 401
+        assert client.get("/api/v1/results").json() == {"error": client.get("/api/v1/results").json()["error"]}
+        assert client.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+                           lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids,
+                                                                                      max_size=4), max_leaves=12)
+FIELDS = ["schema", "id", "card", "reader", "tests", "started_at", "complete", "source", "claims", "target", "host",
+          "warnings", "method"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_fuzzed_api_never_answers_500(env, data):
+    client, db, toks = env
+    how = data.draw(st.sampled_from(["field", "whole", "bytes", "export", "get"]))
+    if how == "get":
+        path = data.draw(st.sampled_from(["/", "/api/v1/results", "/card/x", "/model/y", "/reader/z"]))
+        q = data.draw(st.dictionaries(st.sampled_from(["card", "reader", "since", "until", "test", "page"]),
+                                      st.text(max_size=12), max_size=3))
+        resp = client.get(path, params=q)
+    else:
+        doc = make_result().to_dict()
+        if how == "field":
+            doc[data.draw(st.sampled_from(FIELDS))] = data.draw(json_values)
+            body = json.dumps(doc)
+        elif how == "whole":
+            body = json.dumps(data.draw(json_values))
+        elif how == "export":
+            body = json.dumps({"schema": EXPORT_SCHEMA, **data.draw(st.dictionaries(
+                st.sampled_from(["cards", "results", "verify", "probes", "sessions"]), json_values, max_size=3))})
+        else:
+            body = data.draw(st.binary(max_size=200))
+        resp = post(client, None, toks["alpha"], raw=body)
+    assert resp.status_code < 500, (resp.status_code, resp.text)
+    assert resp.status_code in (200, 400, 401, 403, 404, 409, 413), resp.text
+    if resp.status_code >= 400 and resp.headers["content-type"].startswith("application/json"):
+        assert set(resp.json()) == {"error"}
