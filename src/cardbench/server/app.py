@@ -134,6 +134,7 @@ class Server:
             contents = read_export(doc, path="the body")      # UsageError: 400
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise HTTPError(400, f"the body cannot be read as cardbench records ({type(e).__name__}: {e})") from None
+        _own_ids(doc)
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
@@ -144,6 +145,25 @@ class Server:
             return ids, clash
         ids, clash = self.call(save)
         return {"stored": len(ids), "ids": ids, "station": station, "replaced": clash}
+
+
+def _own_ids(doc: Any) -> None:
+    """Every result uploaded carries its own id (a retry must name the same record), a card and
+    a list of tests: a bare ``{"schema": "cardbench.result/1"}`` is not a run."""
+    from cardbench.result import SCHEMA as RESULT_SCHEMA
+    if isinstance(doc, list):
+        docs = doc
+    elif isinstance(doc, dict) and doc.get("schema") == RESULT_SCHEMA:
+        docs = [doc]
+    elif isinstance(doc, dict) and isinstance(doc.get("results"), list):
+        docs = doc["results"]
+    else:
+        docs = []
+    for i, d in enumerate(docs, 1):
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not d["id"].strip():
+            raise HTTPError(400, f"result #{i} has no id of its own; a shared record keeps its id")
+        if not isinstance(d.get("tests"), list) or not isinstance(d.get("card"), dict):
+            raise HTTPError(400, f"result {d['id']} has no 'card' object or no 'tests' list")
 
 
 def _bearer(request: Request) -> str | None:
