@@ -206,7 +206,7 @@ def test_the_pages_in_chromium(lab, browser, tmp_path):
                 assert 'id="write-chart"' in dom and 'id="read-chart"' in dom and dom.count('id="run-') == 2
                 assert "Readers it went through" in dom
             if name == "model":
-                assert 'id="model-figures"' in dom and "faster than" in dom
+                assert 'id="model-figures"' in dom and "of 2 (1 = fastest)" in dom
 
 
 def test_a_live_page_shows_a_new_row_without_a_reload(lab, browser):
@@ -222,4 +222,5 @@ def test_a_live_page_shows_a_new_row_without_a_reload(lab, browser):
     assert browser.evaluate(s, "window.__same_page") == 1        # not reloaded
     dom = browser.dom(s)
     assert "Arrived &lt;i&gt;live&lt;/i&gt;" in dom and "<i>live</i>" not in dom
+    assert "&amp;lt;" not in dom           # the status line is set as text, escaped once
     browser.screenshot(s, SHOTS / "live-1000.png")

@@ -290,7 +290,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
                         yield ": keep-alive\n\n"
                         continue
                     for row in ev.get("rows", []):
-                        yield f"event: row\ndata: {json.dumps({**row, 'now': pages._current(ev)})}\n\n"
+                        yield f"event: row\ndata: {json.dumps({**row, 'now': pages.current_text(ev)})}\n\n"
             finally:
                 srv.live.queues.get(station, set()).discard(q)
         return StreamingResponse(stream(), media_type="text/event-stream",

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 from cardbench import __version__
 from cardbench.report import html as rh
 from cardbench.report.drawer import cells, drawer_row, headers, legend
+from cardbench.report.readers import reader_title
 from cardbench.report.svg import bar_chart
 from cardbench.result import Card, Result
 from cardbench.units import rate_in
@@ -70,7 +71,10 @@ def model_key(card: Card) -> str:
 
 def drawer_table(results: list[Result], stations: dict[str, str] | None = None, *, table_id: str = "drawer-table",
                  link: bool = True) -> str:
-    head = ["Station", *headers(RATE_UNIT)] if stations is not None else headers(RATE_UNIT)
+    head = headers(RATE_UNIT)
+    head = [head[0], "Reader", *head[1:]]
+    if stations is not None:
+        head = ["Station", *head]
     out = [f'<div class="scroll"><table class="drawer" id="{_e(table_id)}"><thead><tr>'
            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
     out += [drawer_tr(r, stations, link=link) for r in results]
@@ -89,9 +93,11 @@ def drawer_tr(r: Result, stations: dict[str, str] | None = None, *, link: bool =
         text = _e(c)
         if i == 0 and link:
             text = f'<a href="{_e(card_url(r.card.identity()))}">{text}</a>'
-        elif i == 2 and link:
-            text = f'<a href="{_e(reader_url(r.reader.identity()))}">{text}</a>'
         tds.append(f'<td{" class=num" if 3 <= i <= 9 else ""}>{text}</td>')
+        if i == 0:
+            name = _e(reader_title(r.reader.name or r.reader.identity()))
+            tds.append(f'<td><a href="{_e(reader_url(r.reader.identity()))}">{name}</a></td>' if link
+                       else f"<td>{name}</td>")
     tds.append(f"<td>{_e(' '.join(row.notes()))}</td>")
     state = "complete" if row.complete else "incomplete"
     return f'<tr class="{state} {cls}" id="run-{_e(r.id)}">' + "".join(tds) + "</tr>"
@@ -184,8 +190,8 @@ def model_page(key: str, results: list[Result], this_card: str | None) -> str:
         mine = vals.get(this_card or "")
         fmt = lambda v: f"{rate_in(v, RATE_UNIT):.3g}"  # noqa: E731
         if mine is not None:
-            rank = sum(1 for v in vals.values() if v < mine)
-            where = f"faster than {rank} of {len(vals) - 1} others" if len(vals) > 1 else "the only one"
+            rank = sum(1 for v in vals.values() if v > mine) + 1
+            where = f"#{rank} of {len(vals)} (1 = fastest)" if len(vals) > 1 else "the only one"
         else:
             where = "-"
         body.append(f"<tr><td>{which} ({_e(RATE_UNIT)})</td><td class=num>{fmt(s['median'])}</td>"
@@ -234,10 +240,15 @@ def live_page(station: str, results: list[Result], current: dict | None) -> str:
     return page(f"Live: {station}", body, head_extra=head, scripts=("/static/live.js",))
 
 
-def _current(current: dict | None) -> str:
+def current_text(current: dict | None) -> str:
+    """What the station did last, as plain text (the live script sets it as text, never markup)."""
     if not current:
         return "Waiting for the next card."
-    return _e(f"Last: {current.get('card') or '?'} ({current.get('what') or 'result'}) at {current.get('at') or ''}")
+    return f"Last: {current.get('card') or '?'} ({current.get('what') or 'result'}) at {current.get('at') or ''}"
+
+
+def _current(current: dict | None) -> str:
+    return _e(current_text(current))
 
 
 LIVE_JS = """
