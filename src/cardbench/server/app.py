@@ -11,7 +11,7 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 
 Answers to bad requests are one line, ``{"error": "..."}``: 400 a document that cannot be read
 (truncated, a newer schema, the wrong shape), 401 a token missing, wrong or revoked, 403 a record
-another station shared first, 409 an id stored with other content, 413 a body over the limit
+another station shared first (a station's own record sent again replaces it: stored once), 413 a body over the limit
 (refused from its Content-Length before it is read, or as soon as it passes the limit), 503 the
 store failing (nothing stored; the station's outbox keeps it). Writes are one transaction each:
 all of a request or nothing.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 from starlette.applications import Starlette
@@ -124,8 +125,9 @@ class Server:
             raise HTTPError(400, "the body was cut short (the client went away)") from None
         return b"".join(chunks)
 
-    def store_records(self, station: str, raw: bytes) -> dict:
-        from cardbench.store.export import conflicts, read_export
+    def store_records(self, station: str, raw: bytes):
+        """Read, check and store one request's records (one transaction); returns (answer, contents)."""
+        from cardbench.store.export import read_export
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
@@ -138,13 +140,8 @@ class Server:
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
-
-        def save(store):
-            clash = conflicts(store, contents)
-            ids = store.save_all(items, before=tokens.claimer(station))
-            return ids, clash
-        ids, clash = self.call(save)
-        return {"stored": len(ids), "ids": ids, "station": station, "replaced": clash}
+        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station)))
+        return {"stored": len(ids), "ids": ids, "station": station}, contents
 
 
 def _own_ids(doc: Any) -> None:
@@ -178,6 +175,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
 
     def guarded(fn, *, html: bool = False):
         async def endpoint(request: Request) -> Response:
+            t0 = time.perf_counter()
             try:
                 srv.check_read(request) if not getattr(fn, "writes", False) else None
                 resp = await fn(request)
@@ -191,6 +189,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
                 resp = error(400, e.message)
             except CardbenchError as e:
                 resp = error(400, e.message)
+            resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1000:.1f}"
             resp.headers.setdefault("Content-Security-Policy", CSP)
             resp.headers.setdefault("X-Content-Type-Options", "nosniff")
             return resp
@@ -321,18 +320,16 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         if station is None:
             raise HTTPError(401, "this token is not known here or was revoked")
         raw = await srv.body(request)
-        out = await run_in_threadpool(srv.store_records, station, raw)
-        _publish(station, raw, out)
+        out, contents = await run_in_threadpool(srv.store_records, station, raw)
+        _publish(station, contents)
         return JSONResponse(out, status_code=200)
     api_records.writes = True
 
-    def _publish(station: str, raw: bytes, out: dict) -> None:
-        from cardbench.store.export import read_export
-        try:
-            contents = read_export(json.loads(raw), path="the body")
-        except (ValueError, CardbenchError):
+    def _publish(station: str, contents) -> None:
+        if not srv.live.queues.get(station) and not contents.results:
             return
-        rows = [{"id": r.id, "html": pages.drawer_tr(r, cls="new")} for r in contents.results]
+        watched = bool(srv.live.queues.get(station))
+        rows = [{"id": r.id, "html": pages.drawer_tr(r, cls="new")} for r in contents.results] if watched else []
         last = contents.results[-1] if contents.results else None
         ev = {"rows": rows, "card": pages.rh.card_label(last) if last else None,
               "what": "result" if last else "document", "at": last.started_at if last else None}
