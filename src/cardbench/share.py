@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from contextlib import contextmanager
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -74,6 +77,14 @@ class Uploader:
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise StoreError(f"station server {self.url}: {reason}") from None
+
+    def post_live(self, payload: dict) -> None:
+        """What the station is doing now, for its live page (``POST /api/v1/live``)."""
+        req = urllib.request.Request(self.url + "/api/v1/live", data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            resp.read()
 
     def save(self, result: Result) -> str:
         self.post(result.to_dict())
@@ -190,6 +201,61 @@ def share_store(db: Any, url: str | None = None, token: str | None = None, *, ba
             except Refused as e:
                 out.refused.append(e.message)
     return out
+
+
+class LiveProgress:
+    """A progress reporter that shows the same tasks and also tells the server's live page what
+    the station is doing (the card, the task, how far): sent from a background thread at most
+    every ``every`` seconds, never waited for, its failures ignored, so a measurement is never slowed
+    or stopped by the server."""
+
+    def __init__(self, inner, url: str, token: str | None, every: float = 0.5):
+        self.inner, self.every = inner, every
+        self.up = Uploader(url, token, timeout=3)
+        self.latest: dict | None = None
+        self.wake = threading.Event()
+        threading.Thread(target=self._send, name="cardbench-live", daemon=True).start()
+
+    def _set(self, task: str, done: int, total: int | None) -> None:
+        self.latest = {"task": task, "done": done, "total": total}
+        self.wake.set()
+
+    def _send(self) -> None:
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            state = self.latest
+            try:
+                if state is not None:
+                    self.up.post_live(state)
+            except Exception:  # noqa: BLE001 - the live page is a courtesy; the records go through the outbox
+                pass
+            time.sleep(self.every)
+
+    @contextmanager
+    def task(self, description: str, total: int | None):
+        with self.inner.task(description, total) as advance:
+            state = {"done": 0, "total": total}
+            self._set(description, 0, total)
+
+            def adv(n: int) -> None:
+                advance(n)
+                state["done"] += n
+                self._set(description, state["done"], state["total"])
+
+            def set_total(t: int) -> None:
+                setter = getattr(advance, "set_total", None)
+                if setter is not None:
+                    setter(t)
+                state["total"] = t
+            adv.set_total = set_total
+            yield adv
+
+
+def live_progress(inner):
+    """``inner`` wrapped in a :class:`LiveProgress` when this command shares (--share), else ``inner``."""
+    url, token = destination()
+    return LiveProgress(inner, url, token) if url else inner
 
 
 def _set_env(name: str):

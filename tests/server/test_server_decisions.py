@@ -163,3 +163,38 @@ def test_a_fuzzed_api_never_answers_500(env, data):
     assert resp.status_code in (200, 400, 401, 403, 404, 409, 413), resp.text
     if resp.status_code >= 400 and resp.headers["content-type"].startswith("application/json"):
         assert set(resp.json()) == {"error"}
+
+
+def test_a_station_tells_its_live_page_what_it_does(env):
+    client, db, toks = env
+    assert client.post("/api/v1/live", json={"task": "x"}).status_code == 401
+    assert client.post("/api/v1/live", json={"task": 3}, headers={"Authorization": f"Bearer {toks['beta']}"}) \
+        .status_code == 400
+    resp = client.post("/api/v1/live", json={"task": f"[card 2, 1 done] seq_write {SCRIPT}", "done": 25, "total": 100},
+                       headers={"Authorization": f"Bearer {toks['beta']}"})
+    assert resp.status_code == 200
+    page = client.get("/live/beta").text
+    assert "[card 2, 1 done] seq_write &lt;script&gt;" in page and "25%" in page and SCRIPT not in page
+
+
+def test_live_progress_shows_the_same_tasks_and_never_waits_for_the_server():
+    import time
+    from contextlib import contextmanager
+
+    from cardbench.share import LiveProgress
+
+    seen = []
+
+    class Inner:
+        @contextmanager
+        def task(self, description, total):
+            seen.append(description)
+            yield lambda n: seen.append(n)
+    p = LiveProgress(Inner(), "http://127.0.0.1:9", "t", every=0.01)     # nothing listens on port 9
+    t0 = time.monotonic()
+    with p.task("seq_write", 100) as advance:
+        for _ in range(100):
+            advance(1)
+    assert time.monotonic() - t0 < 0.5
+    assert seen[0] == "seq_write" and sum(seen[1:]) == 100
+    assert p.latest == {"task": "seq_write", "done": 100, "total": 100}

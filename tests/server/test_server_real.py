@@ -220,6 +220,13 @@ def test_a_live_page_shows_a_new_row_without_a_reload(lab, browser):
     assert upload(srv, toks["st1"], new.to_dict())[0] == 200
     assert browser.wait_for(s, f"!!document.getElementById('run-{new.id}')", timeout=10)
     assert browser.evaluate(s, "window.__same_page") == 1        # not reloaded
+    from cardbench.progress import NullProgress
+    from cardbench.share import LiveProgress
+    progress = LiveProgress(NullProgress(), srv.url, toks["st1"], every=0.05)      # as `drawer --share` wraps it
+    with progress.task("[card 3, 2 done] cold_read", 200) as advance:
+        advance(100)
+        assert browser.wait_for(s, "document.getElementById('progress').textContent.indexOf('cold_read 50%') >= 0",
+                                timeout=10), browser.evaluate(s, "document.getElementById('progress').textContent")
     dom = browser.dom(s)
     assert "Arrived &lt;i&gt;live&lt;/i&gt;" in dom and "<i>live</i>" not in dom
     assert "&amp;lt;" not in dom           # the status line is set as text, escaped once

@@ -56,9 +56,13 @@ class Live:
     def __init__(self) -> None:
         self.queues: dict[str, set[asyncio.Queue]] = {}
         self.current: dict[str, dict] = {}
+        self.progress: dict[str, dict] = {}
 
     def publish(self, station: str, event: dict) -> None:
-        self.current[station] = event
+        if event.get("kind") == "progress":
+            self.progress[station] = event
+        else:
+            self.current[station] = event
         for q in list(self.queues.get(station, ())):
             q.put_nowait(event)
 
@@ -106,24 +110,8 @@ class Server:
 
     # -- writing -----------------------------------------------------------------------------------
     async def body(self, request: Request) -> bytes:
-        size = request.headers.get("content-length")
-        if size is not None:
-            try:
-                n = int(size)
-            except ValueError:
-                raise HTTPError(400, "Content-Length is not a number") from None
-            if n > self.max_body:
-                raise HTTPError(413, f"the body is {n} bytes; this server takes at most {self.max_body}")
-        chunks, total = [], 0
-        try:
-            async for chunk in request.stream():
-                total += len(chunk)
-                if total > self.max_body:
-                    raise HTTPError(413, f"the body passes {self.max_body} bytes, this server's limit")
-                chunks.append(chunk)
-        except ClientDisconnect:
-            raise HTTPError(400, "the body was cut short (the client went away)") from None
-        return b"".join(chunks)
+        return await read_body(request, self.max_body)
+
 
     def store_records(self, station: str, raw: bytes):
         """Read, check and store one request's records (one transaction); returns (answer, contents)."""
@@ -142,6 +130,28 @@ class Server:
             raise HTTPError(400, "the body holds no records")
         ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station)))
         return {"stored": len(ids), "ids": ids, "station": station}, contents
+
+
+async def read_body(request: Request, max_body: int) -> bytes:
+    """The body, refused (413) from its Content-Length before it is read, or once it passes ``max_body``."""
+    size = request.headers.get("content-length")
+    if size is not None:
+        try:
+            n = int(size)
+        except ValueError:
+            raise HTTPError(400, "Content-Length is not a number") from None
+        if n > max_body:
+            raise HTTPError(413, f"the body is {n} bytes; this server takes at most {max_body}")
+    chunks, total = [], 0
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > max_body:
+                raise HTTPError(413, f"the body passes {max_body} bytes, this server's limit")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise HTTPError(400, "the body was cut short (the client went away)") from None
+    return b"".join(chunks)
 
 
 def _own_ids(doc: Any) -> None:
@@ -272,7 +282,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def live(request: Request) -> Response:
         station = request.path_params["station"]
         rs = await run_in_threadpool(srv.call, station_results, station)
-        return HTMLResponse(pages.live_page(station, rs, srv.live.current.get(station)))
+        return HTMLResponse(pages.live_page(station, rs, srv.live.current.get(station),
+                                            srv.live.progress.get(station)))
 
     async def live_events(request: Request) -> Response:
         station = request.path_params["station"]
@@ -287,6 +298,9 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
                         ev = await asyncio.wait_for(q.get(), timeout=15)
                     except asyncio.TimeoutError:
                         yield ": keep-alive\n\n"
+                        continue
+                    if ev.get("kind") == "progress":
+                        yield f"event: progress\ndata: {json.dumps({'text': pages.progress_text(ev)})}\n\n"
                         continue
                     for row in ev.get("rows", []):
                         yield f"event: row\ndata: {json.dumps({**row, 'now': pages.current_text(ev)})}\n\n"
@@ -325,6 +339,25 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return JSONResponse(out, status_code=200)
     api_records.writes = True
 
+    async def api_live(request: Request) -> Response:
+        token = _bearer(request)
+        station = await run_in_threadpool(srv.call, tokens.station_of, token) if token else None
+        if station is None:
+            raise HTTPError(401, "telling a live page what a station does takes its token")
+        raw = await read_body(request, 64 * 1024)
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise HTTPError(400, "the body is not JSON") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("task"), str):
+            raise HTTPError(400, "give {\"task\": text, \"done\": bytes, \"total\": bytes or null}")
+        num = lambda v: v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None  # noqa: E731
+        ev = {"kind": "progress", "task": doc["task"][:300], "done": num(doc.get("done")), "total": num(doc.get("total")),
+              "at": time.strftime("%H:%M:%S")}
+        srv.live.publish(station, ev)
+        return JSONResponse({"ok": True})
+    api_live.writes = True
+
     def _publish(station: str, contents) -> None:
         if not srv.live.queues.get(station) and not contents.results:
             return
@@ -352,6 +385,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/api/v1/export", guarded(api_results)),
         Route("/api/v1/results/{id}", guarded(api_result)),
         Route("/api/v1/records", guarded(api_records), methods=["POST"]),
+        Route("/api/v1/live", guarded(api_live), methods=["POST"]),
     ]
 
     async def server_error(request: Request, exc: Exception) -> Response:

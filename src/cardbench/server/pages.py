@@ -230,11 +230,11 @@ def live_index(stations: list[str]) -> str:
     return page("Live stations", f"<ul>{items}</ul>" if items else "<p>No station has shared yet.</p>")
 
 
-def live_page(station: str, results: list[Result], current: dict | None) -> str:
+def live_page(station: str, results: list[Result], current: dict | None, progress: dict | None = None) -> str:
     now = _current(current)
     body = (f'<p class=meta>Station <b>{_e(station)}</b>. New rows appear as the station shares them '
             '(server-sent events); without JavaScript, this page reloads itself every 10 s.</p>'
-            f'<p id="now">{now}</p>'
+            f'<p id="progress"><b>{_e(progress_text(progress))}</b></p><p id="now">{now}</p>'
             + drawer_table(results, None, table_id="live-table"))
     head = '<noscript><meta http-equiv="refresh" content="10"></noscript>'
     return page(f"Live: {station}", body, head_extra=head, scripts=("/static/live.js",))
@@ -245,6 +245,15 @@ def current_text(current: dict | None) -> str:
     if not current:
         return "Waiting for the next card."
     return f"Last: {current.get('card') or '?'} ({current.get('what') or 'result'}) at {current.get('at') or ''}"
+
+
+def progress_text(ev: dict | None) -> str:
+    """What the station is doing now (its card and task, how far), as plain text."""
+    if not ev:
+        return "No test running that this server was told of."
+    done, total = ev.get("done"), ev.get("total")
+    far = f" {100 * done / total:.0f}%" if done is not None and total else ""
+    return f"Now ({ev.get('at') or ''}): {ev.get('task') or ''}{far}"
 
 
 def _current(current: dict | None) -> str:
@@ -263,6 +272,9 @@ LIVE_JS = """
     var now = document.getElementById('now');
     if (now) now.textContent = msg.now;
   });
-  // the no-script refresh is not needed while events arrive
+  src.addEventListener('progress', function (ev) {
+    var el = document.getElementById('progress');
+    if (el) el.textContent = JSON.parse(ev.data).text;
+  });
 })();
 """
