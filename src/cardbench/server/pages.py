@@ -29,7 +29,8 @@ form.filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margi
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #555; }
 .scroll { overflow-x: auto; } .pager a { margin-right: 12px; }
 tr.new td { background: #eef8ee; }
-@media (max-width: 640px) { body { margin: 8px auto; } th, td { padding: 3px 4px; font-size: 12px; } }
+@media (max-width: 640px) { body { margin: 8px auto; } th, td { padding: 3px 4px; font-size: 12px; }
+  .wide { display: none; } table { display: block; overflow-x: auto; max-width: 100%; } }
 """
 
 
@@ -72,11 +73,13 @@ def model_key(card: Card) -> str:
 def drawer_table(results: list[Result], stations: dict[str, str] | None = None, *, table_id: str = "drawer-table",
                  link: bool = True) -> str:
     head = headers(RATE_UNIT)
+    narrow_hidden = set(head[3:6])          # write file, write runs, average write: dropped on a phone
     head = [head[0], "Reader", *head[1:]]
     if stations is not None:
         head = ["Station", *head]
     out = [f'<div class="scroll"><table class="drawer" id="{_e(table_id)}"><thead><tr>'
-           + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+           + "".join(f'<th{" class=wide" if h in narrow_hidden else ""}>{_e(h)}</th>' for h in head)
+           + "</tr></thead><tbody>"]
     out += [drawer_tr(r, stations, link=link) for r in results]
     out.append("</tbody></table></div>")
     out.append(f'<p class="legend">{_e(legend(RATE_UNIT))}</p>')
@@ -93,7 +96,8 @@ def drawer_tr(r: Result, stations: dict[str, str] | None = None, *, link: bool =
         text = _e(c)
         if i == 0 and link:
             text = f'<a href="{_e(card_url(r.card.identity()))}">{text}</a>'
-        tds.append(f'<td{" class=num" if 3 <= i <= 9 else ""}>{text}</td>')
+        cls_ = ' class="num wide"' if 3 <= i <= 5 else " class=num" if 6 <= i <= 9 else ""
+        tds.append(f"<td{cls_}>{text}</td>")
         if i == 0:
             name = _e(reader_title(r.reader.name or r.reader.identity()))
             tds.append(f'<td><a href="{_e(reader_url(r.reader.identity()))}">{name}</a></td>' if link
