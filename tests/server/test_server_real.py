@@ -231,3 +231,43 @@ def test_a_live_page_shows_a_new_row_without_a_reload(lab, browser):
     assert "Arrived &lt;i&gt;live&lt;/i&gt;" in dom and "<i>live</i>" not in dom
     assert "&amp;lt;" not in dom           # the status line is set as text, escaped once
     browser.screenshot(s, SHOTS / "live-1000.png")
+
+
+def test_share_sends_a_local_store_once_and_tokens_are_listed_and_revoked(lab, tmp_path):
+    srv, db, toks, _ = lab
+    home = tmp_path / "st3"
+    home.mkdir()
+    local = str(home / "local.sqlite3")
+    made = subprocess.run([sys.executable, str(HERE / "station.py"), "st3", "5", local], env=child_env(home),
+                          capture_output=True, text=True, timeout=60)        # not sharing: stored locally only
+    assert made.returncode == 0, made.stderr
+    ids = json.loads(made.stdout)
+    token = token_for(db, "st3")
+    for _ in range(2):                                  # sharing twice stores each once
+        r = cli("share", "--db", local, "--share", srv.url, "--token", token, home=home)
+        assert r.returncode == 0 and "shared 5 records" in r.stdout, r.stderr
+    assert all(stored_ids(db).count(i) == 1 for i in ids)
+    listed = cli("serve", "token", "list", "--db", db).stdout
+    assert "st3" in listed and token not in listed
+    assert cli("serve", "token", "revoke", "st3", "--db", db).returncode == 0
+    code, body = upload(srv, token, make_result(serial="after-revoke").to_dict())
+    assert code == 401 and "revoked" in body["error"]
+    r = cli("share", "--db", local, "--share", srv.url, "--token", token, home=home)
+    assert r.returncode != 0 and "401" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_import_share_uploads_what_it_imports_with_the_same_ids(lab, tmp_path):
+    srv, db, toks, _ = lab
+    home = tmp_path / "imp"
+    home.mkdir()
+    src = str(home / "a.sqlite3")
+    made = subprocess.run([sys.executable, str(HERE / "station.py"), "imp", "3", src], env=child_env(home),
+                          capture_output=True, text=True, timeout=60)
+    ids = json.loads(made.stdout)
+    exported = cli("export", "--db", src, home=home)
+    assert exported.returncode == 0, exported.stderr
+    f = home / "export.json"
+    f.write_text(exported.stdout)
+    r = cli("import", str(f), "--db", str(home / "b.sqlite3"), "--share", srv.url, "--token", toks["st2"], home=home)
+    assert r.returncode == 0, r.stderr
+    assert all(stored_ids(db).count(i) == 1 for i in ids)
