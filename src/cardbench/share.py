@@ -97,8 +97,16 @@ class Uploader:
     save_verify = save_probe = save_session = _doc
 
 
+#: what the running command's --share / --token said (set by :func:`share_options` at each
+#: invocation, so one command's choice does not outlive it); None: not a command, read the environment
+_COMMAND: dict[str, str | None] | None = None
+
+
 def destination(url: str | None = None, token: str | None = None) -> tuple[str | None, str | None]:
-    return (url or os.environ.get(SHARE_ENV) or None), (token or os.environ.get(TOKEN_ENV) or None)
+    """The server to share with and the token: given here, else the command's --share/--token
+    (which click reads from CARDBENCH_SHARE / CARDBENCH_TOKEN too), else those variables."""
+    given = _COMMAND if _COMMAND is not None else {"url": os.environ.get(SHARE_ENV), "token": os.environ.get(TOKEN_ENV)}
+    return (url or given.get("url") or None), (token or given.get("token") or None)
 
 
 @dataclass
@@ -258,10 +266,13 @@ def live_progress(inner):
     return LiveProgress(inner, url, token) if url else inner
 
 
-def _set_env(name: str):
+def _remember(key: str):
     def callback(ctx, param, value):
-        if value:
-            os.environ[name] = value
+        global _COMMAND
+        if _COMMAND is None or ctx.meta.get("cardbench.share") is None:
+            _COMMAND = {"url": None, "token": None}
+            ctx.meta["cardbench.share"] = True
+        _COMMAND[key] = value or None
         return value
     return callback
 
@@ -269,9 +280,9 @@ def _set_env(name: str):
 def share_options(f):
     """``--share URL`` and ``--token TOKEN`` (also CARDBENCH_SHARE / CARDBENCH_TOKEN): what this
     command stores is also shared with that station server (see :mod:`cardbench.share`)."""
-    f = click.option("--token", envvar=TOKEN_ENV, metavar="TOKEN", expose_value=False, callback=_set_env(TOKEN_ENV),
+    f = click.option("--token", envvar=TOKEN_ENV, metavar="TOKEN", expose_value=False, callback=_remember("token"),
                      help="This station's token for --share (cardbench serve token add STATION).")(f)
-    f = click.option("--share", envvar=SHARE_ENV, metavar="URL", expose_value=False, callback=_set_env(SHARE_ENV),
+    f = click.option("--share", envvar=SHARE_ENV, metavar="URL", expose_value=False, callback=_remember("url"),
                      help="Also upload what is stored to this station server (cardbench serve); kept in the "
                           "outbox while it cannot be reached.")(f)
     return f

@@ -18,8 +18,8 @@ def _bind(text: str) -> tuple[str, int]:
 
 @click.group("serve", invoke_without_command=True, epilog=params.examples(
     "cardbench serve --db postgresql://bench@localhost/cards",
-    "cardbench serve --bind 0.0.0.0:8080 --ssl-keyfile key.pem --ssl-certfile cert.pem",
-    "cardbench serve token add station-2 --db postgresql://bench@localhost/cards"))
+    "cardbench serve --bind 0.0.0.0:8443 --ssl-keyfile k.pem --ssl-certfile c.pem",
+    "cardbench serve token add station-2"))
 @params.db_option
 @click.option("--bind", "bind", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
               help="Where to listen (127.0.0.1 by default: put a reverse proxy in front, or bind wider on purpose).")
@@ -58,11 +58,6 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
 @serve.group("token")
 def token():
     """Station tokens: add (shown once, stored hashed), list, revoke."""
-
-
-def _store(ctx):
-    from cardbench.store.core import open_store
-    return open_store(ctx.obj.get("db"))
 
 
 @token.command("add")
