@@ -138,7 +138,12 @@ def run(db: str, n: int, runs: int) -> None:
             for k in range(0, todo, 500):
                 st.save_all([Result.from_dict(x) for x in docs(min(500, todo - k), f"fill{k}")])
             total = st.count()
+        from cardbench.server.pages import card_url, model_url, model_key
+        with open_store(db) as st:
+            one = st.results(card="fill0-7", limit=1)[0]
         for label, path in (("first page", "/"), ("page 100", "/?page=100"), ("filtered --card", "/?card=fill0-7"),
+                            ("a card's page", card_url(one.card.identity())),
+                            ("its model's page", model_url(model_key(one.card))),
                             ("API, one card", "/api/v1/results?card=fill0-7")):
             page_time(srv.url + path)                       # warm
             times = [page_time(srv.url + path) for _ in range(5)]

@@ -198,3 +198,17 @@ def test_live_progress_shows_the_same_tasks_and_never_waits_for_the_server():
     assert time.monotonic() - t0 < 0.5
     assert seen[0] == "seq_write" and sum(seen[1:]) == 100
     assert p.latest == {"task": "seq_write", "done": 100, "total": 100}
+
+
+def test_a_card_model_is_the_same_from_a_card_and_from_its_stored_row():
+    from cardbench.result import Card
+    from cardbench.server.pages import model_key, model_key_of_row
+    cf = Card(brand="SanDisk", capacity_bytes=64_000_000, ata={"model": "SDCFB-64", "serial": "X1", "sectors": 125000})
+    sd = Card(brand="SanDisk", model="SU08G", serial="0x1234", capacity_bytes=8_000_000_000)
+    user = Card(brand="Lexar", name="Pro", capacity_bytes=48_000_000, label="4X")
+    for card in (cf, sd, user):
+        row = {"identity": card.identity(), "brand": card.brand, "name": card.name,
+               "capacity_bytes": card.capacity_bytes, "label": card.label, "model": card.model}
+        assert model_key_of_row(row) == model_key(card)
+    assert model_key(cf) == "ata:SDCFB-64" and model_key(sd) == "model:SanDisk|SU08G"
+    assert model_key(Card(brand="SanDisk", model="SU08G", serial="0x9")) == model_key(sd)    # another card, same model

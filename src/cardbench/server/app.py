@@ -187,7 +187,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         async def endpoint(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                srv.check_read(request) if not getattr(fn, "writes", False) else None
+                if not getattr(fn, "writes", False):
+                    srv.check_read(request)
                 resp = await fn(request)
             except HTTPError as e:
                 resp = error(e.status, e.message)
@@ -246,8 +247,12 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def model(request: Request) -> Response:
         key = request.path_params["key"]
         this = request.query_params.get("card")
-        rs = await run_in_threadpool(srv.call, lambda store: [r for r in store.results()
-                                                               if pages.model_key(r.card) == key])
+        def work(store):
+            idents = [c["identity"] for c in store.cards() if pages.model_key_of_row(c) == key]
+            out = [r for i in idents for r in store.results(card=i) if r.card.identity() == i
+                   and pages.model_key(r.card) == key]
+            return sorted({r.id: r for r in out}.values(), key=lambda r: (r.started_at or "", r.id))
+        rs = await run_in_threadpool(srv.call, work)
         if this is None and rs:
             this = rs[-1].card.identity()
         return HTMLResponse(pages.model_page(key, rs, this), status_code=200 if rs else 404)

@@ -62,12 +62,23 @@ def model_url(key: str) -> str:
 def model_key(card: Card) -> str:
     """What cards of one model share: the ATA model of a CF card; the register/USB model the device
     reported (CID name or USB product), with its maker; else brand + name + capacity + label."""
-    ata = card.ata or {}
-    if ata.get("model"):
-        return f"ata:{ata['model']}"
-    if card.model:
-        return f"model:{card.brand or ''}|{card.model}"
-    return f"user:{card.brand or ''}|{card.name or ''}|{card.capacity_bytes or ''}|{card.label or ''}"
+    return model_key_of_row({"identity": card.identity(), "brand": card.brand, "name": card.name,
+                             "capacity_bytes": card.capacity_bytes, "label": card.label, "model": card.model},
+                            ata_model=(card.ata or {}).get("model"))
+
+
+def model_key_of_row(row: dict, ata_model: str | None = None) -> str:
+    """:func:`model_key` of a row of the store's ``cards`` table (a CF card's ATA model is the
+    first part of its identity, ``ata:MODEL|SERIAL|SECTORS``)."""
+    ident = str(row.get("identity") or "")
+    if ata_model is None and ident.startswith("ata:"):
+        ata_model = ident[4:].split("|", 1)[0]
+    if ata_model:
+        return f"ata:{ata_model}"
+    if row.get("model"):
+        return f"model:{row.get('brand') or ''}|{row['model']}"
+    return (f"user:{row.get('brand') or ''}|{row.get('name') or ''}|{row.get('capacity_bytes') or ''}|"
+            f"{row.get('label') or ''}")
 
 
 def drawer_table(results: list[Result], stations: dict[str, str] | None = None, *, table_id: str = "drawer-table",
