@@ -50,7 +50,8 @@ class ServeProcess:
     def __init__(self, db: str, *extra: str, home: Path | None = None):
         self.db, self.extra, self.home = db, extra, home
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.scheme = "https" if "--ssl-certfile" in extra else "http"
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "ServeProcess":
@@ -62,7 +63,10 @@ class ServeProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"cardbench serve ended: {self.proc.stderr.read()[-2000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/api/v1/results?card=none-such", timeout=2):
+                import ssl
+                unverified = ssl._create_unverified_context() if self.scheme == "https" else None
+                with urllib.request.urlopen(self.url + "/api/v1/results?card=none-such", timeout=2,
+                                            context=unverified):
                     return self
             except OSError:
                 time.sleep(0.1)

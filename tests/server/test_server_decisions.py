@@ -212,3 +212,25 @@ def test_a_card_model_is_the_same_from_a_card_and_from_its_stored_row():
         assert model_key_of_row(row) == model_key(card)
     assert model_key(cf) == "ata:SDCFB-64" and model_key(sd) == "model:SanDisk|SU08G"
     assert model_key(Card(brand="SanDisk", model="SU08G", serial="0x9")) == model_key(sd)    # another card, same model
+
+
+def test_tls_directly_with_the_key_and_certificate_passed_to_uvicorn(tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+    import urllib.request
+
+    from conftest import ServeProcess
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True, timeout=60)
+    srv = ServeProcess(str(tmp_path / "tls.sqlite3"), "--ssl-keyfile", str(key), "--ssl-certfile", str(cert)).start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        ctx.check_hostname = False
+        with urllib.request.urlopen(srv.url + "/api/v1/results", context=ctx, timeout=10) as resp:
+            assert json.loads(resp.read())["schema"] == EXPORT_SCHEMA
+    finally:
+        srv.stop()
