@@ -237,7 +237,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         ident = request.path_params["identity"]
 
         def work(store):
-            rs = [r for r in store.results(card=ident) if r.card.identity() == ident]
+            rs = store.results_of_cards([ident])
             vd = [d for d in store.verify_results(card=ident)
                   if isinstance(d.get("card"), dict) and (d["card"].get("identity") or "") in (ident, "")]
             return rs, vd, stations_of(store, rs)
@@ -249,9 +249,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         this = request.query_params.get("card")
         def work(store):
             idents = [c["identity"] for c in store.cards() if pages.model_key_of_row(c) == key]
-            out = [r for i in idents for r in store.results(card=i) if r.card.identity() == i
-                   and pages.model_key(r.card) == key]
-            return sorted({r.id: r for r in out}.values(), key=lambda r: (r.started_at or "", r.id))
+            return [r for r in store.results_of_cards(idents) if pages.model_key(r.card) == key]
         rs = await run_in_threadpool(srv.call, work)
         if this is None and rs:
             this = rs[-1].card.identity()

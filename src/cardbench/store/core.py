@@ -398,6 +398,16 @@ class Store:
         out = q.sort_results(out, order_by)[offset:]
         return out[:limit] if limit is not None else out
 
+    def results_of_cards(self, identities: list[str]) -> list[Result]:
+        """The runs of exactly these cards (by identity, not by matching words), oldest first."""
+        idents = [str(i) for i in dict.fromkeys(identities)]
+        if not idents:
+            return []
+        rows = self._run("reading results", self._db.execute,
+                         "SELECT r.document FROM runs r JOIN cards c ON c.id = r.card_id WHERE c.identity IN "
+                         f"({', '.join('?' * len(idents))}) ORDER BY r.started_epoch, r.id", idents)
+        return [self._load(r[0]) for r in rows]
+
     def _load(self, text: str) -> Result:
         try:
             return Result.from_dict(json.loads(text))
