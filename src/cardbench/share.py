@@ -7,7 +7,8 @@ the record waits in the outbox under the destination ``share:URL`` (the outbox's
 destination, beside a store) and ``cardbench sync --share URL`` (or the next share) sends it. The
 server stores by the record's own id, so a record sent twice (an answer lost after the commit)
 is stored once. A refusal that sending again cannot mend (400 a bad document, 403 another
-station's id, 409, 413) sets the file aside as ``.bad`` in the outbox: kept, not tried again.
+station's id, 413) is a warning and is not sent again: the record stays in the local store, and
+an outbox file of it is set aside as ``.bad`` by ``flush``.
 
 :class:`Uploader` has the store's save methods, so :func:`cardbench.store.outbox.flush` moves the
 outbox into a server exactly as into a store.
