@@ -91,7 +91,7 @@ def page_time(url: str) -> tuple[float, float]:
 
 
 def run(db: str, n: int, runs: int) -> None:
-    from conftest import ServeProcess
+    from serve_helpers import ServeProcess
     with open_store(db) as store:
         toks = [tokens.add(store, f"bench-{i}") for i in range(STATIONS)]
     srv = ServeProcess(db).start()

@@ -15,7 +15,7 @@ from cardbench.server import tokens
 from cardbench.server.app import create_app
 from cardbench.store.core import open_store
 from cardbench.store.export import EXPORT_SCHEMA
-from conftest import make_result
+from serve_helpers import make_result
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -220,7 +220,7 @@ def test_tls_directly_with_the_key_and_certificate_passed_to_uvicorn(tmp_path):
     import subprocess
     import urllib.request
 
-    from conftest import ServeProcess
+    from serve_helpers import ServeProcess
     if not shutil.which("openssl"):
         pytest.skip("openssl is not installed")
     key, cert = tmp_path / "k.pem", tmp_path / "c.pem"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cardbench.store.core import open_store
-from conftest import HERE, ServeProcess, child_env, cli, make_result, token_for
+from serve_helpers import HERE, ServeProcess, child_env, cli, make_result, token_for
 
 
 @pytest.fixture(scope="module")
