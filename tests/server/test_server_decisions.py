@@ -234,3 +234,9 @@ def test_tls_directly_with_the_key_and_certificate_passed_to_uvicorn(tmp_path):
             assert json.loads(resp.read())["schema"] == EXPORT_SCHEMA
     finally:
         srv.stop()
+
+
+def test_a_model_spread_keeps_its_quartiles_between_lowest_and_highest():
+    from cardbench.server.pages import _spread
+    s = _spread([1.2, 1.38])
+    assert s["low"] <= s["q1"] <= s["median"] <= s["q3"] <= s["high"]

@@ -181,7 +181,7 @@ def _spread(values: list[float]) -> dict[str, Any]:
     values = sorted(values)
     if not values:
         return {}
-    q = statistics.quantiles(values, n=4) if len(values) >= 2 else [values[0]] * 3
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) >= 2 else [values[0]] * 3
     return {"median": statistics.median(values), "low": values[0], "high": values[-1], "q1": q[0], "q3": q[2]}
 
 
