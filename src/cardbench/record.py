@@ -94,7 +94,23 @@ def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike
     finally:
         if not rec.stored:
             _keep(rec, todo, key)
+        _share(rec, todo)
     return rec
+
+
+def _share(rec: Recorded, items: list) -> None:
+    """With --share / CARDBENCH_SHARE: upload them too, or keep them in the outbox for the server."""
+    from cardbench.share import destination, share_items
+    url = destination()[0]
+    if not url:
+        return
+    try:
+        done = share_items(items)
+    except CardbenchError as e:
+        rec.warnings.append(f"not shared: {e.message}")
+        return
+    if done is not None:
+        rec.warnings += done.warnings(url)
 
 
 def check_store(db: str | os.PathLike | None = None) -> str:
@@ -171,6 +187,8 @@ def describe_store(db: str | os.PathLike | None) -> str:
 
 def sync_command(db: str | os.PathLike | None) -> str:
     """The command that stores what waits for ``db`` (a URL with a password is not repeated)."""
+    if str(db or "").startswith("share:"):
+        return f"cardbench sync --share {shlex.quote(str(db)[6:])}"
     if db is None or os.environ.get("CARDBENCH_DB") == os.fspath(db):
         return "cardbench sync"
     text = os.fspath(db)

@@ -177,7 +177,7 @@ def test_parse_label_never_crashes(row, text):
 # -- command lines ---------------------------------------------------------------------------------------------------
 
 #: commands that start emulators or scan for hardware are left out of the generated command lines
-SKIP_COMMANDS = {"emulate", "demo", "drawer"}
+SKIP_COMMANDS = {"emulate", "demo", "drawer", "serve"}   # serve: a server runs until stopped
 SAFE_TARGETS = ["/nonexistent/card", "missing-dir", "/dev/null", "a-file.txt", "", "-", "no such/../x"]
 _VALUES = st.one_of(
     _NUMBERISH,

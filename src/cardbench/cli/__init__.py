@@ -13,6 +13,7 @@ import click
 
 from cardbench import __version__
 from cardbench.cli import params
+from cardbench.share import share_options
 from cardbench.cli.ui import error_line, said
 from cardbench.engine import engine_names
 from cardbench.errors import CardbenchError, ExitCode, UsageError
@@ -46,6 +47,7 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Also every run, its statistics and the method, before the answer.")
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @params.db_option
+@share_options
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
 @click.option("--positions", type=int, default=16, show_default=True,
               help="Block device: positions sampled over the device by raw_read/raw_write.")
@@ -187,6 +189,8 @@ _COMMANDS = [
     ("cardbench.cli.verify_cmd", "verify"),
     ("cardbench.cli.sync_cmd", "sync"),
     ("cardbench.cli.drawer_cmd", "drawer"),
+    ("cardbench.cli.serve_cmd", "serve"),
+    ("cardbench.cli.share_cmd", "share"),
 ]
 for _module, _attr in _COMMANDS:
     _attach(_module, _attr)

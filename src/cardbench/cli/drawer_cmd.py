@@ -8,6 +8,7 @@ import sys
 import click
 
 from cardbench.cli import params
+from cardbench.share import live_progress, share_options
 from cardbench.errors import Interrupted
 from cardbench.result import Card
 
@@ -80,6 +81,7 @@ def _asker(no_prompt: bool):
               help="One JSON line per card as it finishes (schema cardbench.drawer/1) on stdout.")
 @click.option("--mib", is_flag=True, help="Show rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 @params.db_option
+@share_options
 @click.option("--no-save", is_flag=True, help="Do not store the results.")
 def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards, no_verify, reader_name, as_json, mib,
            db, no_save):
@@ -139,7 +141,7 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     session = DrawerSession(DrawerOptions(
         profile=profile, runs=runs, include_loop=include_loop, loop_under=loop_under, settle=settle,
         verify=not no_verify, db=db, save=not no_save, reader_name=reader_name, ask=_asker(no_prompt),
-        progress=RichProgress(enabled=None), on_event=on_event))
+        progress=live_progress(RichProgress(enabled=None)), on_event=on_event))
     cut_short = None
     try:
         session.run(max_cards=max_cards)

@@ -19,6 +19,7 @@ import click
 from cardbench.cli import params
 from cardbench.errors import UsageError
 from cardbench.importers import FORMATS as IMPORT_FORMATS
+from cardbench.share import share_options
 
 FORMATS = ["table", "md", "csv", "json"]
 
@@ -168,6 +169,7 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
 @click.option("--label", metavar="LABEL", help="The label of the card of a fio run (e.g. '133x').")
 @click.option("--dry-run", is_flag=True, help="Read and check only: print what was found and every flag; save nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@share_options
 def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, dry_run, quiet):
     """Import results: fio (JSON, terse or its normal output), KDiskMark,
     CrystalDiskMark, f3, H2testw, hdparm, dd, a classic survey table, a legacy CSV
@@ -202,6 +204,11 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
         c = rep.export
         out.echo(f"saved {counts({'results': c.results, 'verify': c.verify, 'probes': c.probes, 'sessions': c.sessions})}"
                  f" to {location}")
+        from cardbench.cli.ui import error_line
+        from cardbench.share import destination, share_items
+        shared = share_items(c.items())
+        for w in shared.warnings(destination()[0]) if shared else []:
+            error_line(f"warning: {w}")
         return
     rec = record([*rep.results, *rep.verify_docs], db)
     said(rec, saved_line=False)

@@ -12,7 +12,10 @@ from cardbench.cli import params
     "cardbench sync --db postgresql://bench@lab/cards"))
 @params.db_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
-def sync(db, quiet):
+@click.option("--share", "share_url", metavar="URL", help="Send what waits for this station server instead "
+              "(with --token TOKEN or CARDBENCH_TOKEN).")
+@click.option("--token", envvar="CARDBENCH_TOKEN", metavar="TOKEN", help="The station's token for --share.")
+def sync(db, quiet, share_url, token):
     """Store the results kept in the outbox (measured while the store could not take them).
 
     Safe to run again or after a sync that was cut short: a result is stored once, by its id.
@@ -20,5 +23,10 @@ def sync(db, quiet):
     """
     from cardbench.record import sync as sync_outbox
     out = params.Output("table", quiet)
+    if share_url:
+        from cardbench.share import sync_share
+        for line in sync_share(share_url, token):
+            out.echo(line)
+        return
     for line in sync_outbox(db).lines():
         out.echo(line)

@@ -16,6 +16,7 @@ import click
 
 from cardbench.errors import Interrupted, SafetyRefusal
 from cardbench.cli import params
+from cardbench.share import share_options
 from cardbench.cli.ui import said
 from cardbench.record import check_store, record
 from cardbench.units import fmt_size
@@ -50,6 +51,7 @@ from cardbench.verify.options import VerifyOptions, verify_target
                                                        "cardbench.verify/1 document.")
 @click.option("--mib", is_flag=True, help="Rates in MiB/s and sizes in MiB instead of MB/s and MB.")
 @params.db_option
+@share_options
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
 def verify(target, full, destructive, confirm_value, time_budget, resume, keep_files, file_size, journal_dir,
            assume_cache, seed, out, mib, db, no_save):

@@ -346,8 +346,10 @@ class Store:
 
     def results(self, card: str | None = None, reader: str | None = None, since: Any = None, until: Any = None,
                 test: str | None = None, complete: bool | None = None, order_by: str | None = "started",
-                limit: int | None = None, source: str | None = None) -> list[Result]:
-        """Results matching every filter given (see ``cardbench.store.query`` for how they read)."""
+                limit: int | None = None, source: str | None = None, offset: int = 0) -> list[Result]:
+        """Results matching every filter given (see ``cardbench.store.query`` for how they read).
+        Ordered by ``started`` or ``-started``, ``limit`` and ``offset`` are applied in SQL (a page
+        of a large store reads only that page)."""
         where: list[str] = []
         params: list[Any] = []
         if card:
@@ -384,11 +386,27 @@ class Store:
         sql = "SELECT r.document FROM runs r"
         if where:
             sql += " WHERE " + " AND ".join(where)
+        if order_by in ("started", "-started", None) and (limit is not None or offset):
+            desc = " DESC" if order_by == "-started" else ""
+            sql += f" ORDER BY r.started_epoch{desc}, r.id{desc} LIMIT ? OFFSET ?"
+            rows = self._run("reading results", self._db.execute, sql, [*params, 2 ** 62 if limit is None else int(limit),
+                                                                        int(offset)])
+            return [self._load(r[0]) for r in rows]
         sql += " ORDER BY r.started_epoch, r.id"
         rows = self._run("reading results", self._db.execute, sql, params)
         out = [self._load(r[0]) for r in rows]
-        out = q.sort_results(out, order_by)
+        out = q.sort_results(out, order_by)[offset:]
         return out[:limit] if limit is not None else out
+
+    def results_of_cards(self, identities: list[str]) -> list[Result]:
+        """The runs of exactly these cards (by identity, not by matching words), oldest first."""
+        idents = [str(i) for i in dict.fromkeys(identities)]
+        if not idents:
+            return []
+        rows = self._run("reading results", self._db.execute,
+                         "SELECT r.document FROM runs r JOIN cards c ON c.id = r.card_id WHERE c.identity IN "
+                         f"({', '.join('?' * len(idents))}) ORDER BY r.started_epoch, r.id", idents)
+        return [self._load(r[0]) for r in rows]
 
     def _load(self, text: str) -> Result:
         try:
@@ -517,9 +535,11 @@ class Store:
                    len(cards), SESSION_SCHEMA, text, _now_iso()))
         self._link_cards("session", rid, cards)
 
-    def save_all(self, items: list) -> list[str]:
+    def save_all(self, items: list, *, before=None) -> list[str]:
         """Save results and documents (verify, probe, session) in ONE transaction: all or nothing
-        (``cardbench import`` of an export). Each replaces what has its id. Returns the ids."""
+        (``cardbench import`` of an export). Each replaces what has its id. Returns the ids.
+        ``before(backend, kinds_and_ids)``, when given, runs first inside that transaction (the
+        station server's check of who may write these ids); what it raises undoes everything."""
         rows_of = {VERIFY_SCHEMA: self._save_verify_rows, PROBE_SCHEMA: self._save_probe_rows,
                    SESSION_SCHEMA: self._save_session_rows}
         prepared = []
@@ -541,6 +561,8 @@ class Store:
 
         def tx():
             with self._db.transaction():
+                if before is not None:
+                    before(self._db, [(_kind_of_rows(rows, rows_of), str(doc["id"])) for rows, doc, _ in prepared])
                 for rows, doc, text in prepared:
                     rows(doc, text)
         self._run(f"saving {len(prepared)} records", tx, retry=True)
@@ -614,6 +636,13 @@ class Store:
         return self._documents("reading verify results", "verify_results", "created_epoch", card=card,
                                reader=reader, since=since, until=until, card_sql="card_id IN ({ids})",
                                reader_sql="reader_id IN ({ids})")
+
+
+def _kind_of_rows(rows, rows_of: dict) -> str:
+    for schema, fn in rows_of.items():
+        if fn == rows:
+            return {VERIFY_SCHEMA: "verify", PROBE_SCHEMA: "probe", SESSION_SCHEMA: "session"}[schema]
+    return "result"
 
 
 _ID_COLUMNS = {"result": ("runs", "result_id"), "verify": ("verify_results", "verify_id"),

@@ -123,7 +123,7 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             raise UsageError(f"{path}: {out.schema} document without a 'results' list; nothing imported")
     elif doc.get("schema") == RESULT_SCHEMA:
         docs, out.schema = [doc], RESULT_SCHEMA
-    elif doc.get("schema") in {schema for _, schema, _ in SECTIONS}:
+    elif doc.get("schema") in tuple(schema for _, schema, _ in SECTIONS):   # a tuple: a schema may be a list
         # one document as `verify --json` (or a probe, a session) printed it
         key, schema, what = next(x for x in SECTIONS if x[1] == doc["schema"])
         problem = None if isinstance(doc.get("id"), str) and doc["id"] else "has no id"

@@ -206,13 +206,30 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX record_cards_reader ON record_cards (reader_id)",
         "CREATE INDEX verify_created ON verify_results (created_epoch)",
     )),
+    Migration(4, "station tokens (stored hashed) and the station that first shared each record", (
+        """CREATE TABLE station_tokens (
+            id          {pk},
+            station     TEXT NOT NULL,
+            token_hash  TEXT NOT NULL UNIQUE,
+            created_at  TEXT NOT NULL,
+            revoked_at  TEXT
+        )""",
+        """CREATE TABLE record_stations (
+            kind      TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            station   TEXT NOT NULL,
+            shared_at TEXT NOT NULL,
+            PRIMARY KEY (kind, record_id)
+        )""",
+        "CREATE INDEX record_stations_station ON record_stations (station)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1].version
 
 #: Tables a cardbench database has; a database holding one of them without our schema_version is not ours.
 TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims",
-          "probes", "sessions", "record_cards")
+          "probes", "sessions", "record_cards", "station_tokens", "record_stations")
 
 
 def check_migrations(migrations: tuple[Migration, ...] | list[Migration]) -> None:

@@ -1,0 +1,106 @@
+"""`cardbench serve`: the station server (cardbench.server), and its station tokens."""
+
+from __future__ import annotations
+
+import click
+
+from cardbench.cli import params
+from cardbench.errors import UsageError
+
+
+def _bind(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    try:
+        return (host.strip("[]") or "127.0.0.1"), int(port)
+    except ValueError:
+        raise UsageError(f"--bind {text!r}: give HOST:PORT, e.g. 127.0.0.1:8080") from None
+
+
+@click.group("serve", invoke_without_command=True, epilog=params.examples(
+    "cardbench serve --db postgresql://bench@localhost/cards",
+    "cardbench serve --bind 0.0.0.0:8443 --ssl-keyfile k.pem --ssl-certfile c.pem",
+    "cardbench serve token add station-2"))
+@params.db_option
+@click.option("--bind", "bind", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+              help="Where to listen (127.0.0.1 by default: put a reverse proxy in front, or bind wider on purpose).")
+@click.option("--read-token", envvar="CARDBENCH_READ_TOKEN", help="Reading (pages, API) takes this token too "
+              "(default: reading is public).")
+@click.option("--max-body", callback=params.size, default="16MiB", show_default=True,
+              help="The largest request body taken.")
+@click.option("--ssl-keyfile", type=click.Path(exists=True, dir_okay=False), help="TLS key (passed to uvicorn).")
+@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (uvicorn).")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.pass_context
+def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_level):
+    """Serve the store's results to a lab: pages, live stations and the JSON API (/api/v1).
+
+    Stations share with `cardbench run|verify|drawer|import --share URL --token TOKEN`; a token
+    comes from `cardbench serve token add STATION`.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        import uvicorn
+        from cardbench.server.app import create_app
+    except ImportError as e:
+        raise UsageError(f"the server needs its extra: pip install 'cardbench[server]' ({e.name} is missing)") \
+            from None
+    host, port = _bind(bind)
+    app = create_app(db, read_token=read_token, max_body=max_body)
+    click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.store().location})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile,
+                ssl_certfile=ssl_certfile, server_header=False, timeout_graceful_shutdown=5)
+
+
+@serve.group("token")
+def token():
+    """Station tokens: add (shown once, stored hashed), list, revoke."""
+
+
+@token.command("add")
+@click.argument("station")
+@params.db_option
+@click.pass_context
+def token_add(ctx, station, db):
+    """Make a token for STATION; it is printed once, only its hash is kept."""
+    from cardbench.server import tokens
+    with _store_for(ctx, db) as store:
+        t = tokens.add(store, station)
+    click.echo(t)
+    click.echo(f"the token of station {station!r}: shown once, keep it on that station "
+               "(CARDBENCH_TOKEN or --token)", err=True)
+
+
+@token.command("list")
+@params.db_option
+@click.pass_context
+def token_list(ctx, db):
+    """Every token: id, station, created, revoked (never the token itself)."""
+    from cardbench.server import tokens
+    with _store_for(ctx, db) as store:
+        rows = tokens.listing(store)
+    for t in rows:
+        click.echo(f"{t.id}\t{t.station}\t{t.created_at}\t{'revoked ' + t.revoked_at if t.revoked_at else 'live'}"
+                   f"\t{t.hash_prefix}…")
+    if not rows:
+        click.echo("no tokens yet: cardbench serve token add STATION")
+
+
+@token.command("revoke")
+@click.argument("which")
+@params.db_option
+@click.pass_context
+def token_revoke(ctx, which, db):
+    """Revoke a station's tokens (by station name) or one token (by its id from `token list`)."""
+    from cardbench.server import tokens
+    with _store_for(ctx, db) as store:
+        n = tokens.revoke(store, which)
+    click.echo(f"revoked {n} token{'s' if n != 1 else ''}")
+
+
+def _store_for(ctx, db):
+    from cardbench.store.core import open_store
+    return open_store(db or (ctx.obj or {}).get("db"))

@@ -1,0 +1,295 @@
+"""The server's HTML pages: server-rendered, usable without JavaScript, every typed name escaped.
+
+Tables and charts are the HTML report's own (cardbench.report.html: its drawer cells, bars,
+reader and verify sections, CSS; cardbench.report.svg: the charts); this module only lays out
+pages and links them. Every text a person typed (card, brand, reader, station) goes through
+``_e`` (html.escape) like the report does.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from cardbench import __version__
+from cardbench.report import html as rh
+from cardbench.report.drawer import cells, drawer_row, headers, legend
+from cardbench.report.readers import reader_title
+from cardbench.report.svg import bar_chart
+from cardbench.result import Card, Result
+from cardbench.units import rate_in
+
+_e = rh._e
+RATE_UNIT = "MB/s"
+
+EXTRA_CSS = """
+nav { font-size: 13px; margin-bottom: 12px; } nav a { margin-right: 14px; }
+form.filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
+form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #555; }
+.scroll { overflow-x: auto; } .pager a { margin-right: 12px; }
+tr.new td { background: #eef8ee; }
+@media (max-width: 640px) { body { margin: 8px auto; } th, td { padding: 3px 4px; font-size: 12px; }
+  .wide { display: none; } table { display: block; overflow-x: auto; max-width: 100%; } }
+"""
+
+
+def page(title: str, body: str, *, head_extra: str = "", scripts: tuple[str, ...] = ()) -> str:
+    tags = "".join(f'<script src="{_e(s)}" defer></script>' for s in scripts)
+    return ("<!DOCTYPE html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)} · cardbench</title>'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{rh.CSS}{EXTRA_CSS}</style>{head_extra}{tags}</head><body>"
+            '<nav><a href="/">Drawer</a><a href="/readers">Readers</a><a href="/live">Live</a>'
+            '<a href="/api/v1/results">JSON</a></nav>'
+            f"<header><h1>{_e(title)}</h1></header>\n{body}\n"
+            f'<p class="meta">cardbench {_e(__version__)} station server. Rates in {_e(RATE_UNIT)}; '
+            "1X = 150,000 B/s.</p></body></html>\n")
+
+
+def card_url(identity: str) -> str:
+    return "/card/" + quote(identity, safe="")
+
+
+def reader_url(identity: str) -> str:
+    return "/reader/" + quote(identity, safe="")
+
+
+def model_url(key: str) -> str:
+    return "/model/" + quote(key, safe="")
+
+
+def model_key(card: Card) -> str:
+    """What cards of one model share: the ATA model of a CF card; the register/USB model the device
+    reported (CID name or USB product), with its maker; else brand + name + capacity + label."""
+    return model_key_of_row({"identity": card.identity(), "brand": card.brand, "name": card.name,
+                             "capacity_bytes": card.capacity_bytes, "label": card.label, "model": card.model},
+                            ata_model=(card.ata or {}).get("model"))
+
+
+def model_key_of_row(row: dict, ata_model: str | None = None) -> str:
+    """:func:`model_key` of a row of the store's ``cards`` table (a CF card's ATA model is the
+    first part of its identity, ``ata:MODEL|SERIAL|SECTORS``)."""
+    ident = str(row.get("identity") or "")
+    if ata_model is None and ident.startswith("ata:"):
+        ata_model = ident[4:].split("|", 1)[0]
+    if ata_model:
+        return f"ata:{ata_model}"
+    if row.get("model"):
+        return f"model:{row.get('brand') or ''}|{row['model']}"
+    return (f"user:{row.get('brand') or ''}|{row.get('name') or ''}|{row.get('capacity_bytes') or ''}|"
+            f"{row.get('label') or ''}")
+
+
+def drawer_table(results: list[Result], stations: dict[str, str] | None = None, *, table_id: str = "drawer-table",
+                 link: bool = True) -> str:
+    head = headers(RATE_UNIT)
+    narrow_hidden = set(head[3:6])          # write file, write runs, average write: dropped on a phone
+    head = [head[0], "Reader", *head[1:]]
+    if stations is not None:
+        head = ["Station", *head]
+    out = [f'<div class="scroll"><table class="drawer" id="{_e(table_id)}"><thead><tr>'
+           + "".join(f'<th{" class=wide" if h in narrow_hidden else ""}>{_e(h)}</th>' for h in head)
+           + "</tr></thead><tbody>"]
+    out += [drawer_tr(r, stations, link=link) for r in results]
+    out.append("</tbody></table></div>")
+    out.append(f'<p class="legend">{_e(legend(RATE_UNIT))}</p>')
+    return "\n".join(out)
+
+
+def drawer_tr(r: Result, stations: dict[str, str] | None = None, *, link: bool = True, cls: str = "") -> str:
+    row = drawer_row(r)
+    cs = cells(row, RATE_UNIT)
+    tds = []
+    if stations is not None:
+        tds.append(f"<td>{_e(stations.get(r.id, '-'))}</td>")
+    for i, c in enumerate(cs[:-1]):
+        text = _e(c)
+        if i == 0 and link:
+            text = f'<a href="{_e(card_url(r.card.identity()))}">{text}</a>'
+        cls_ = ' class="num wide"' if 3 <= i <= 5 else " class=num" if 6 <= i <= 9 else ""
+        tds.append(f"<td{cls_}>{text}</td>")
+        if i == 0:
+            name = _e(reader_title(r.reader.name or r.reader.identity()))
+            tds.append(f'<td><a href="{_e(reader_url(r.reader.identity()))}">{name}</a></td>' if link
+                       else f"<td>{name}</td>")
+    tds.append(f"<td>{_e(' '.join(row.notes()))}</td>")
+    state = "complete" if row.complete else "incomplete"
+    return f'<tr class="{state} {cls}" id="run-{_e(r.id)}">' + "".join(tds) + "</tr>"
+
+
+def drawer_page(results: list[Result], *, filters: dict[str, str], page_no: int, has_next: bool,
+                stations: dict[str, str]) -> str:
+    f = {k: v for k, v in filters.items() if v}
+    form = ('<form class="filters" method="get" action="/">'
+            + "".join(f'<label>{_e(k)}<input name="{k}" value="{_e(filters.get(k) or "")}"></label>'
+                      for k in ("card", "reader", "since"))
+            + '<button type="submit">Filter</button></form>')
+    pager = []
+    if page_no > 1:
+        pager.append(f'<a href="/?{_e(urlencode({**f, "page": page_no - 1}))}">newer</a>')
+    if has_next:
+        pager.append(f'<a href="/?{_e(urlencode({**f, "page": page_no + 1}))}">older</a>')
+    body = (form + f"<p class=meta>Page {page_no}, newest first; the same filters as "
+            "<code>cardbench results</code>.</p>"
+            + (drawer_table(results, stations) if results else "<p>No results.</p>")
+            + f'<p class="pager">{"".join(pager)}</p>')
+    return page("The drawer, all stations", body)
+
+
+def _when_labels(results: list[Result]) -> list[str]:
+    return [f"{r.started_at[:16].replace('T', ' ')} ({r.id[:6]})" for r in results]
+
+
+def card_page(identity: str, results: list[Result], verify_docs: list[dict], stations: dict[str, str]) -> str:
+    if not results and not verify_docs:
+        return page("No such card", f"<p>No record names card {_e(identity)}.</p>")
+    title = rh.card_label(results[-1]) if results else identity
+    body = [f"<p class=meta>Card <code>{_e(identity)}</code>"]
+    if results:
+        mk = model_key(results[-1].card)
+        body.append(f' · <a href="{_e(model_url(mk))}">its model among others</a>')
+    body.append("</p>")
+    if results:
+        labels = _when_labels(results)
+        body.append("<h2>Every run, over time</h2>" + drawer_table(results, stations))
+        body.append(bar_chart(rh._bars(results, labels, "write"), title="Write rate per run (seq_write, median)",
+                              rate_unit=RATE_UNIT, color="#1f6fb2", chart_id="write-chart"))
+        body.append(bar_chart(rh._bars(results, labels, "read"), title="Read rate per run (cold_read, median)",
+                              rate_unit=RATE_UNIT, color="#2e8b57", chart_id="read-chart"))
+        body.append("<h2>Verdicts</h2>" + _verdicts(results))
+        body.append("<h2>Readers it went through</h2>" + rh._readers(results, RATE_UNIT))
+    if verify_docs:
+        body.append("<h2>Fake-capacity checks</h2>" + rh._verify(verify_docs))
+    return page(title, "\n".join(body))
+
+
+def _verdicts(results: list[Result]) -> str:
+    out = ["<table><thead><tr><th>Run</th><th>Claim</th><th>Verdict</th><th>Why</th></tr></thead><tbody>"]
+    n = 0
+    for r in results:
+        for c in r.claims or []:
+            c = c if isinstance(c, dict) else getattr(c, "__dict__", {})
+            n += 1
+            out.append(f"<tr><td>{_e(r.started_at[:16])}</td><td>{_e(c.get('claim') or c.get('label') or '')}</td>"
+                       f"<td>{_e(c.get('verdict') or '')}</td><td>{_e(c.get('reason') or c.get('why') or '')}</td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out) if n else "<p>No label claims were judged.</p>"
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    values = sorted(values)
+    if not values:
+        return {}
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) >= 2 else [values[0]] * 3
+    return {"median": statistics.median(values), "low": values[0], "high": values[-1], "q1": q[0], "q3": q[2]}
+
+
+def model_page(key: str, results: list[Result], this_card: str | None) -> str:
+    if not results:
+        return page("No such card model", f"<p>No card of model {_e(key)}.</p>")
+    best: dict[str, Result] = {}
+    for r in results:      # each card's latest run stands for it
+        best[r.card.identity()] = r
+    cards = list(best.values())
+    body = [f"<p class=meta>Cards sharing the model identity <code>{_e(key)}</code>: {len(cards)} "
+            f"card{'s' if len(cards) != 1 else ''}, {len(results)} runs. Each card's latest run stands for it.</p>"]
+    body.append('<table id="model-figures"><thead><tr><th>Figure</th><th>Median</th><th>Spread (lowest, '
+                'quartiles, highest)</th><th>This card</th><th>Where it falls</th></tr></thead><tbody>')
+    for which in ("write", "read"):
+        vals = {i: getattr(drawer_row(r), f"{which}_bytes_per_s") for i, r in best.items()}
+        vals = {i: v for i, v in vals.items() if v}
+        s = _spread(list(vals.values()))
+        if not s:
+            continue
+        mine = vals.get(this_card or "")
+        fmt = lambda v: f"{rate_in(v, RATE_UNIT):.3g}"  # noqa: E731
+        if mine is not None:
+            rank = sum(1 for v in vals.values() if v > mine) + 1
+            where = f"#{rank} of {len(vals)} (1 = fastest)" if len(vals) > 1 else "the only one"
+        else:
+            where = "-"
+        body.append(f"<tr><td>{which} ({_e(RATE_UNIT)})</td><td class=num>{fmt(s['median'])}</td>"
+                    f"<td class=num>{fmt(s['low'])}, {fmt(s['q1'])} to {fmt(s['q3'])}, {fmt(s['high'])}</td>"
+                    f"<td class=num>{fmt(mine) if mine else '-'}</td><td>{_e(where)}</td></tr>")
+    body.append("</tbody></table>")
+    labels = [("▶ " if r.card.identity() == this_card else "") + rh.card_label(r) + f" ({r.id[:6]})" for r in cards]
+    body.append(bar_chart(rh._bars(cards, labels, "write"), title="Write rate per card of this model",
+                          rate_unit=RATE_UNIT, color="#1f6fb2", chart_id="model-write-chart"))
+    body.append(bar_chart(rh._bars(cards, labels, "read"), title="Read rate per card of this model",
+                          rate_unit=RATE_UNIT, color="#2e8b57", chart_id="model-read-chart"))
+    body.append("<h2>The cards</h2>" + drawer_table(cards, None))
+    name = rh.card_label(cards[-1])
+    return page(f"Card model: {name}", "\n".join(body))
+
+
+def reader_page(identity: str, results: list[Result]) -> str:
+    if not results:
+        return page("No such reader", f"<p>No run went through reader {_e(identity)}.</p>")
+    name = results[-1].reader.name or identity
+    body = [f"<p class=meta>Reader <code>{_e(identity)}</code>: {len(results)} runs.</p>",
+            "<h2>Ceiling and evidence</h2>", rh._readers(results, RATE_UNIT),
+            "<h2>Runs through it</h2>", drawer_table(results, None)]
+    return page(f"Reader: {name}", "\n".join(body))
+
+
+def readers_page(readers: list[dict]) -> str:
+    rows = "".join(f'<tr><td><a href="{_e(reader_url(r["identity"]))}">{_e(r.get("name") or r["identity"])}</a></td>'
+                   f"<td>{_e(r.get('transport') or '')}</td></tr>" for r in readers)
+    return page("Readers", f"<table id=readers-list><thead><tr><th>Reader</th><th>Transport</th></tr></thead>"
+                           f"<tbody>{rows}</tbody></table>")
+
+
+def live_index(stations: list[str]) -> str:
+    items = "".join(f'<li><a href="/live/{_e(quote(s, safe=""))}">{_e(s)}</a></li>' for s in stations)
+    return page("Live stations", f"<ul>{items}</ul>" if items else "<p>No station has shared yet.</p>")
+
+
+def live_page(station: str, results: list[Result], current: dict | None, progress: dict | None = None) -> str:
+    now = _current(current)
+    body = (f'<p class=meta>Station <b>{_e(station)}</b>. New rows appear as the station shares them '
+            '(server-sent events); without JavaScript, this page reloads itself every 10 s.</p>'
+            f'<p id="progress"><b>{_e(progress_text(progress))}</b></p><p id="now">{now}</p>'
+            + drawer_table(results, None, table_id="live-table"))
+    head = '<noscript><meta http-equiv="refresh" content="10"></noscript>'
+    return page(f"Live: {station}", body, head_extra=head, scripts=("/static/live.js",))
+
+
+def current_text(current: dict | None) -> str:
+    """What the station did last, as plain text (the live script sets it as text, never markup)."""
+    if not current:
+        return "Waiting for the next card."
+    return f"Last: {current.get('card') or '?'} ({current.get('what') or 'result'}) at {current.get('at') or ''}"
+
+
+def progress_text(ev: dict | None) -> str:
+    """What the station is doing now (its card and task, how far), as plain text."""
+    if not ev:
+        return "No test running that this server was told of."
+    done, total = ev.get("done"), ev.get("total")
+    far = f" {100 * done / total:.0f}%" if done is not None and total else ""
+    return f"Now ({ev.get('at') or ''}): {ev.get('task') or ''}{far}"
+
+
+def _current(current: dict | None) -> str:
+    return _e(current_text(current))
+
+
+LIVE_JS = """
+(function () {
+  var table = document.querySelector('#live-table tbody');
+  if (!table || !window.EventSource) return;
+  var src = new EventSource(location.pathname.replace(/\\/$/, '') + '/events');
+  src.addEventListener('row', function (ev) {
+    var msg = JSON.parse(ev.data);
+    if (document.getElementById('run-' + msg.id)) return;
+    table.insertAdjacentHTML('afterbegin', msg.html);
+    var now = document.getElementById('now');
+    if (now) now.textContent = msg.now;
+  });
+  src.addEventListener('progress', function (ev) {
+    var el = document.getElementById('progress');
+    if (el) el.textContent = JSON.parse(ev.data).text;
+  });
+})();
+"""
