@@ -67,6 +67,57 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subpr
                           input=input, timeout=timeout, env=env)
 
 
+def call_cli(*args: str, input: str | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """The real ``cardbench.cli.main(argv)`` in this process, for tests about what a command decides
+    or prints (no signal, terminal, other user or second process under test): about a millisecond
+    instead of run_cli's half second. Same return shape as :func:`run_cli` (returncode, stdout,
+    stderr); stdin is ``input`` (or empty, not a terminal), stdout and stderr are not terminals.
+
+    What a command may change in the process is put back afterwards, whatever happens: os.environ,
+    the working directory, the umask, the SIGINT/SIGTERM/SIGHUP handlers (main installs its
+    SIGTERM handler) and the blocked-signal mask, the root logger's handlers and level, and
+    sys.stdin/stdout/stderr and sys.argv. ``timeout`` is accepted for a one-word change from
+    run_cli and ignored: an in-process command cannot be killed (use run_cli where one may hang)."""
+    import io
+    import logging
+    import signal
+    from cardbench.cli import main
+    del timeout
+    env = dict(os.environ)
+    cwd = os.getcwd()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    root = logging.getLogger()
+    log_state = (list(root.handlers), root.level)
+    streams = (sys.stdin, sys.stdout, sys.stderr, list(sys.argv))
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.pop("CARDBENCH_DEBUG", None)     # as run_cli: the user-facing one-line errors
+    code: int | None = None
+    try:
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(input or ""), out, err
+        sys.argv = ["cardbench", *args]
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                err.write(f"{e.code}\n")      # sys.exit("message") prints it, as a process would
+    finally:
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = streams
+        root.handlers[:], root.level = log_state
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.umask(umask)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+    return subprocess.CompletedProcess(["cardbench", *args], code, out.getvalue(), err.getvalue())
+
+
 def sha256_device(dev: str, card=None) -> str:
     """sha256 of a whole device, page cache dropped first; read unpaced when ``card`` (an emulated
     card) is given, so a slow card is hashed quickly."""
