@@ -92,11 +92,20 @@ def call_cli(*args: str, input: str | None = None, timeout: float | None = None)
     root = logging.getLogger()
     log_state = (list(root.handlers), root.level)
     streams = (sys.stdin, sys.stdout, sys.stderr, list(sys.argv))
-    out, err = io.StringIO(), io.StringIO()
+
+    class Kept(io.BytesIO):
+        def close(self) -> None:      # a command closing its stdout must not lose what it wrote
+            pass
+
+    def text(buffer: io.BytesIO) -> io.TextIOWrapper:   # with .buffer, for bytes, as a real stream
+        return io.TextIOWrapper(buffer, encoding="utf-8", errors="backslashreplace", write_through=True)
+
+    out_b, err_b = Kept(), Kept()
+    out, err = text(out_b), text(err_b)
     os.environ.pop("CARDBENCH_DEBUG", None)     # as run_cli: the user-facing one-line errors
     code: int | None = None
     try:
-        sys.stdin, sys.stdout, sys.stderr = io.StringIO(input or ""), out, err
+        sys.stdin, sys.stdout, sys.stderr = text(Kept((input or "").encode())), out, err
         sys.argv = ["cardbench", *args]
         try:
             main(list(args))
@@ -106,6 +115,11 @@ def call_cli(*args: str, input: str | None = None, timeout: float | None = None)
             if not isinstance(e.code, (int, type(None))):
                 err.write(f"{e.code}\n")      # sys.exit("message") prints it, as a process would
     finally:
+        for stream in (out, err):
+            try:
+                stream.flush()
+            except ValueError:        # closed by the command: its bytes are in the buffer
+                pass
         sys.stdin, sys.stdout, sys.stderr, sys.argv = streams
         root.handlers[:], root.level = log_state
         for s, h in handlers.items():
@@ -115,7 +129,9 @@ def call_cli(*args: str, input: str | None = None, timeout: float | None = None)
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
-    return subprocess.CompletedProcess(["cardbench", *args], code, out.getvalue(), err.getvalue())
+    def value(buffer: io.BytesIO) -> str:   # as subprocess.run(text=True) reads a pipe
+        return buffer.getvalue().decode("utf-8", "replace").replace("\r\n", "\n")
+    return subprocess.CompletedProcess(["cardbench", *args], code, value(out_b), value(err_b))
 
 
 def sha256_device(dev: str, card=None) -> str:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from realparts import ROOT, run_cli
+from realparts import ROOT, call_cli
 
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
@@ -36,12 +36,12 @@ def test_run_matches_set_rates(write, read, size):
 
 def test_demo_prints_measured_rows(tmp_path):
     db = str(tmp_path / "demo.sqlite3")
-    p = run_cli("demo", "--cards", "3", "--db", db, timeout=180)
+    p = call_cli("demo", "--cards", "3", "--db", db, timeout=180)
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if re.match(r"\s*(Lexar|SanDisk|PNY|Crucial)\b.* \d+\.\d{3} ", line)]
     assert len(rows) >= 3
     assert "Lexar 48M" in p.stdout and "SanDisk 64M" in p.stdout
-    p = run_cli("results", "--db", db, "--format", "csv")
+    p = call_cli("results", "--db", db, "--format", "csv")
     assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4
     out = os.popen("losetup -a").read()
     assert "demo" not in out

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, run_cli, run_cli_as, sh,
+from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, call_cli, run_cli_as, sh,
                        unprivileged_user)
 
 from cardbench.result import Card
@@ -101,7 +101,7 @@ def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
             EmulatedCard(CardSpec(size=48 * MB, write_rate=w, read_rate=r, name="lexar")) as card, \
             card.filesystem("ext2", mkfs_args=["-m", "0"]) as mnt:
         assert 44.0 * MB < os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize < 44.4 * MB
-        p = run_cli("run", mnt, "--size", "41.99MB", "--runs", "3", "--label", "4X", "--json", "--no-save")
+        p = call_cli("run", mnt, "--size", "41.99MB", "--runs", "3", "--label", "4X", "--json", "--no-save")
         left = leftovers(mnt)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -190,13 +190,13 @@ def test_nearly_full_card_takes_the_largest_file_that_fits():
         free = vfs.f_bavail * vfs.f_frsize
         fit = largest_fit(free)
         assert fit > 20 * MB
-        p = run_cli("run", mnt, "--size", f"{fit}", "--runs", "3", "--json", "--no-save")
+        p = call_cli("run", mnt, "--size", f"{fit}", "--runs", "3", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert all(run["bytes"] == fit for t in doc["tests"] for run in t["runs"])
         assert doc["tests"][0]["method"]["order"].startswith("each run: write its file, read it back cold, remove")
         assert leftovers(mnt) == []
-        p = run_cli("run", mnt, "--size", f"{fit + MB}", "--runs", "3", "--no-save")
+        p = call_cli("run", mnt, "--size", f"{fit + MB}", "--runs", "3", "--no-save")
         assert p.returncode == 3 and "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1, p.stderr
@@ -339,11 +339,11 @@ def _no_statfs_run(backing, mnt, dev: str) -> None:
             assert server.poll() is None and time.monotonic() < deadline, "the no-statfs filesystem did not mount"
             time.sleep(0.05)
         assert os.statvfs(mnt).f_blocks == 0
-        p = run_cli("run", str(mnt), "--runs", "1", "--no-save")
+        p = call_cli("run", str(mnt), "--runs", "1", "--no-save")
         assert p.returncode == 3 and "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and "0 bytes free" in lines[0] and "--size" in lines[0], p.stderr
-        p = run_cli("run", str(mnt), "--runs", "1", "--size", "2MB", "--no-save", "--json")
+        p = call_cli("run", str(mnt), "--runs", "1", "--size", "2MB", "--no-save", "--json")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         read = doc["tests"][1]

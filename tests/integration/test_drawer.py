@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from realparts import can_emulate, emulators_under, run_cli
+from realparts import can_emulate, emulators_under, call_cli
 
 from cardbench.units import MB, MiB
 
@@ -234,7 +234,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
                                                                reader=Reader(name=name)))
             with open_store(db) as store:
                 store.save(result)
-    p = run_cli("readers", "--db", db, "--json")
+    p = call_cli("readers", "--db", db, "--json")
     assert p.returncode == 0, p.stderr
     rows = {r["name"]: r for r in json.loads(p.stdout)}
     capped = rows["capped reader"]
@@ -242,7 +242,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
     assert capped["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
     assert "through the other reader (fast reader)" in capped["evidence"]
     assert rows["fast reader"]["ceiling_bytes_per_s"] is None
-    p = run_cli("readers", "--db", db)
+    p = call_cli("readers", "--db", db)
     assert p.returncode == 0 and "capped reader: caps reads at" in p.stdout and "same card" in p.stdout
 
 
@@ -257,12 +257,12 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
         with EmulatedReader(ceiling=ceiling) as reader:
             a = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot1"))
             b = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot2"))
-            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1")
+            p = call_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1")
             assert p.returncode == 0, p.stderr
             finding = json.loads(p.stdout)
             assert finding["kind"] == "probe" and finding["confidence"] == "likely"
             assert finding["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
             for row in finding["measured"]["devices"]:
                 assert row["alone_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
-            p = run_cli("readers", "--probe", a.device)
+            p = call_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr
