@@ -7,6 +7,23 @@ import pytest
 from realparts import ROOT, loop_device, mounted
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_user_dirs(tmp_path_factory):
+    """The suite's own $XDG_DATA_HOME, $XDG_STATE_HOME, $XDG_CACHE_HOME and $XDG_CONFIG_HOME (and
+    no $CARDBENCH_DB) for every test and every `cardbench` it starts: the default results database,
+    the --preserve journals, the outbox and the verify state are this run's alone. Without it a
+    test read the machine user's ~/.local/share/cardbench (seen: a database another checkout had
+    upgraded to a newer schema refused every `run` that saves), and every command "recovered" the
+    journals another run on the same machine had open."""
+    base = tmp_path_factory.mktemp("user-dirs")
+    with pytest.MonkeyPatch.context() as mp:
+        for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
+                         ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config")):
+            mp.setenv(var, str(base / sub))
+        mp.delenv("CARDBENCH_DB", raising=False)
+        yield base
+
+
 @pytest.fixture
 def loop_ext4():
     """A mounted ext4 on a 256 MiB loop device."""
