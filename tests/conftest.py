@@ -33,6 +33,16 @@ def loop_ext4():
         yield mnt
 
 
+@pytest.fixture(scope="module")
+def shared_ext4():
+    """One mounted ext4 (256 MiB loop device) for a module's tests that only read it or remove
+    what they write (each asserts it left nothing); mkfs, mount and losetup once a module."""
+    if not ROOT:
+        pytest.skip("needs root for loop devices")
+    with loop_device(256 << 20) as dev, mounted(dev) as mnt:
+        yield mnt
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return str(tmp_path / "results.sqlite3")

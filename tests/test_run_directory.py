@@ -98,15 +98,15 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     (["run", "{mnt}", "--size", "500MB", "--no-save"], "too little free space"),
     (["run", "{mnt}", "--size", "1MB", "--db", "/proc/nope/results.sqlite3"], "database"),
 ])
-def test_bad_input_one_line(loop_ext4, args, needle):
-    args = [a.replace("{mnt}", loop_ext4) for a in args]
+def test_bad_input_one_line(shared_ext4, args, needle):
+    args = [a.replace("{mnt}", shared_ext4) for a in args]
     p = call_cli(*args)
     assert p.returncode != 0
     assert "Traceback" not in p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, p.stderr
     assert needle.lower() in lines[0].lower()
-    assert leftovers(loop_ext4) == []
+    assert leftovers(shared_ext4) == []
 
 
 def test_read_only_filesystem_refused():
