@@ -14,7 +14,7 @@ from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
 
-pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
+pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"), pytest.mark.timing]
 
 
 @pytest.mark.parametrize("write,read,size", [

@@ -48,6 +48,7 @@ def exfat_fuse(card):
 
 # -- item 7: libfuse2 beside libfuse3 ---------------------------------------------------------
 
+@pytest.mark.timing
 @needs_emulator
 def test_emulator_with_libfuse2_beside_libfuse3(tmp_path):
     """This machine has both libraries (exfat-fuse brings libfuse2): mfusepy alone would bind
@@ -89,6 +90,7 @@ with EmulatedCard(CardSpec(size=16 * MiB, write_rate=8 * MB, read_rate=8 * MB)) 
 SURVEY_FACTOR = 1.0 if os.environ.get("CARDBENCH_TRUE_RATES") == "1" else 5.0
 
 
+@pytest.mark.timing
 @needs_emulator
 def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
     """A 48 MB card (1.013 MB/s write, 3.6 MB/s read) on ext2 takes the survey's 41.99 MB file,
@@ -118,6 +120,7 @@ def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
 
 # -- item 2: exFAT through FUSE, never a cached read ------------------------------------------
 
+@pytest.mark.timing
 @needs_emulator
 def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     """The issue's failing case (cold_read ~100x the card): within 5% now. A 16 MB file: the
@@ -205,6 +208,7 @@ def test_nearly_full_card_takes_the_largest_file_that_fits():
         assert leftovers(mnt) == [] and os.path.exists(os.path.join(mnt, "photos.bin"))
 
 
+@pytest.mark.timing
 @needs_emulator
 def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
     """The automatic size makes runs of >= 0.5 s (a read too, on a card reading 4x faster than it

@@ -18,6 +18,7 @@ from cardbench.units import MB, MiB
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs FUSE for an emulated card")
 def test_raw_read_matches_fio_on_the_same_device():
     from cardbench.emulate import CardSpec, EmulatedCard

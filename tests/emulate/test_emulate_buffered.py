@@ -11,7 +11,7 @@ from emulate_helpers import needs_emulator
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
 
-pytestmark = needs_emulator
+pytestmark = [needs_emulator, pytest.mark.timing]
 
 WRITE = 8 * MB
 READ = 12 * MB

@@ -6,12 +6,14 @@ import mmap
 import os
 import time
 
+import pytest
+
 from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
 
-pytestmark = needs_emulator
+pytestmark = [needs_emulator, pytest.mark.timing]
 
 K = 3 * MB
 SLOW = 4 * MB

@@ -9,7 +9,7 @@ from cardbench.units import MB, MiB
 
 from emulate_helpers import fio, needs_emulator, needs_fio
 
-pytestmark = [needs_emulator, needs_fio]
+pytestmark = [needs_emulator, needs_fio, pytest.mark.timing]
 
 SECONDS = 3.0  # of I/O per measurement
 

@@ -15,8 +15,8 @@ from cardbench.engine import engine_names
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
 
-pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
-                                reason="needs root, FUSE and fio")
+pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
+                                 reason="needs root, FUSE and fio"), pytest.mark.timing]
 
 WRITE, READ = 10 * MB, 20 * MB
 

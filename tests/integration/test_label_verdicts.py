@@ -43,7 +43,7 @@ from cardbench.units import MB, MiB
 from cardbench.verdicts import INDICATIVE_NOTE, check_result, judge, parse_label
 
 _EMULATED_MARKS = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
-                   pytest.mark.needs_root, pytest.mark.slow]
+                   pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
 
 
 def emulated(test):

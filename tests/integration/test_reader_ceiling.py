@@ -26,7 +26,7 @@ from cardbench.units import MB, MiB
 from cardbench.verdicts import rejudge_reader
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
-              pytest.mark.needs_root, pytest.mark.slow]
+              pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
 
 C = 20 * MB
 CEILING_READER = "usb reader with a ceiling"

@@ -89,6 +89,7 @@ def test_other_readers_imports_partial_runs_and_unnamed_readers_are_left_alone(t
         assert all(stored[n].test("cold_read").limited_by is None for n in ("u1", "u2", "u3"))
 
 
+@pytest.mark.timing
 def test_emulated_reader_ceiling_holds_after_the_card_set_the_pace():
     """The emulator's pacing model: behind a reader with a ceiling C, a card faster than C reads at
     C also right after writes the card itself paced (slower than C), with back-to-back requests.
