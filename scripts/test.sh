@@ -32,13 +32,17 @@ both() { if [ -n "$select" ]; then echo "($1) and $select"; else echo "$1"; fi; 
 parallel=()
 [ "$workers" != 0 ] && parallel=(-n "$workers" --dist loadfile)
 
+# a short temp root: an xdist worker's tmp_path is one level deeper (popen-gw0/), and an emulated
+# card's control socket under it must stay within AF_UNIX's 108 bytes
+basetemp=$(mktemp -d /tmp/cbt-XXXXXX)
+
 start=$(date +%s)
 rc=0
 echo "== pass 1: tests not marked timing, ${workers/#0/no} xdist workers"
-python3 -m pytest -q -m "$(both "not timing")" ${parallel[@]+"${parallel[@]}"} ${args[@]+"${args[@]}"} || rc=$?
+python3 -m pytest -q --basetemp="$basetemp/1" -m "$(both "not timing")" ${parallel[@]+"${parallel[@]}"} ${args[@]+"${args[@]}"} || rc=$?
 echo "== pass 2: tests marked timing, one at a time"
 rc2=0
-python3 -m pytest -q -p no:xdist -m "$(both "timing")" ${args[@]+"${args[@]}"} || rc2=$?
+python3 -m pytest -q -p no:xdist --basetemp="$basetemp/2" -m "$(both "timing")" ${args[@]+"${args[@]}"} || rc2=$?
 # 5 is "no tests ran": with no arguments (the whole suite, CI) either pass finding none fails the
 # run; tests named on the command line may all fall in one pass, and only none in both fails
 if [ "${#args[@]}" -gt 0 ]; then
@@ -47,5 +51,7 @@ if [ "${#args[@]}" -gt 0 ]; then
 fi
 [ "$rc" = 0 ] && rc=$rc2
 took=$(( $(date +%s) - start ))
+# kept after a failure (what the failing tests left, to look at); nothing is mounted in it by then
+[ "$rc" = 0 ] && rm -rf --one-file-system "$basetemp"
 echo "tests took $((took / 60)) min $((took % 60)) s${select:+ (--quick: tests marked slow not run)}, pytest exit $rc"
 exit "$rc"
