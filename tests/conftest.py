@@ -7,6 +7,22 @@ import pytest
 from realparts import ROOT, loop_device, mounted
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """For pytest-xdist's --dist loadgroup (scripts/test.sh): the tests marked ``timing`` are one
+    group, collected first, so one worker runs them one at a time from the start while the others
+    share the rest; every other test is grouped by its file, so a module's fixtures (an emulated
+    card, a PostgreSQL server, a mounted filesystem) are set up on one worker only. Without xdist
+    the order is the same: timing tests first."""
+    timing = [item for item in items if item.get_closest_marker("timing")]
+    rest = [item for item in items if not item.get_closest_marker("timing")]
+    for item in timing:
+        item.add_marker(pytest.mark.xdist_group("timing"))
+    for item in rest:
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items[:] = timing + rest
+
+
 @pytest.fixture(scope="session", autouse=True)
 def own_user_dirs(tmp_path_factory):
     """The suite's own $XDG_DATA_HOME, $XDG_STATE_HOME, $XDG_CACHE_HOME and $XDG_CONFIG_HOME (and

@@ -14,9 +14,10 @@ from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
 
-pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"), pytest.mark.timing]
+pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("write,read,size", [
     (1.0 * MB, 3.6 * MB, 2 * MB),     # a slow 2006 CF card ("4X" Lexar class)
     (4.9 * MB, 4.9 * MB, 6 * MB),     # SanDisk Ultra II

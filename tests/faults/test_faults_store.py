@@ -210,6 +210,7 @@ def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
     nothing_left(row, emu_dir)
 
 
+@pytest.mark.timing   # a 0.5 s timer races card 3's setup and run
 @pytest.mark.scenario("demo drawer: store read-only for card 2, Ctrl-C during card 3",
                       "every finished card kept: card 1 stored, card 2 in the outbox; sync stores it")
 def test_drawer_interrupted_keeps_every_finished_card(row, emu_dir):
