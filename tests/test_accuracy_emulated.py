@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), rea
     (4.9 * MB, 4.9 * MB, 6 * MB),     # SanDisk Ultra II
     (20 * MB, 40 * MB, 24 * MB),      # a modern card behind USB 2.0
 ])
+@pytest.mark.slow
 def test_run_matches_set_rates(write, read, size):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=256 * MiB, write_rate=write, read_rate=read, name="acc")
@@ -35,6 +36,7 @@ def test_run_matches_set_rates(write, read, size):
     assert not [w for t in r.tests for w in t.warnings if "read back wrong" in w]
 
 
+@pytest.mark.slow
 def test_demo_prints_measured_rows(tmp_path):
     db = str(tmp_path / "demo.sqlite3")
     p = call_cli("demo", "--cards", "3", "--db", db, timeout=180)

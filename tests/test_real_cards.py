@@ -90,6 +90,7 @@ with EmulatedCard(CardSpec(size=16 * MiB, write_rate=8 * MB, read_rate=8 * MB)) 
 SURVEY_FACTOR = 1.0 if os.environ.get("CARDBENCH_TRUE_RATES") == "1" else 5.0
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 @needs_emulator
 def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
@@ -120,6 +121,7 @@ def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
 
 # -- item 2: exFAT through FUSE, never a cached read ------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.timing
 @needs_emulator
 def test_exfat_fuse_cold_read_is_the_card(tmp_path):
@@ -208,6 +210,7 @@ def test_nearly_full_card_takes_the_largest_file_that_fits():
         assert leftovers(mnt) == [] and os.path.exists(os.path.join(mnt, "photos.bin"))
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 @needs_emulator
 def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
@@ -277,6 +280,7 @@ def test_fat32_file_limit_caps_the_size():
 
 # -- item 4: a desktop user, not root ----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOT, reason="needs root to create a user and a loop-mounted filesystem")
 def test_desktop_user_without_root():
     """A card mounted for a desktop user (owned by them, as udisks does under /media/$USER):

@@ -15,6 +15,7 @@ from cardbench.units import MiB
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
 
+@pytest.mark.slow
 def test_verify_then_results(tmp_path):
     from cardbench.emulate import CardSpec, EmulatedCard
     db = str(tmp_path / "r.sqlite3")

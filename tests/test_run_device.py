@@ -18,6 +18,7 @@ from cardbench.units import MB, MiB
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs FUSE for an emulated card")
 def test_raw_read_matches_fio_on_the_same_device():
@@ -35,6 +36,7 @@ def test_raw_read_matches_fio_on_the_same_device():
     assert set(access.runs[0].latency_s) >= {"p50", "p90", "p99", "p99.9", "max"}
 
 
+@pytest.mark.slow
 def test_device_run_is_read_only_and_destructive_needs_rules(tmp_path):
     with loop_device(32 << 20) as dev:
         with open(dev, "r+b") as f:

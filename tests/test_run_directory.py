@@ -55,6 +55,7 @@ def test_library_call_and_cold_read_checked(loop_ext4):
     assert r.complete and leftovers(loop_ext4) == []
 
 
+@pytest.mark.slow
 def test_auto_size_grows_with_the_card(loop_ext4):
     r = run_directory(loop_ext4, RunOptions(runs=1))
     how = r.test("seq_write").method["size_choice"]
@@ -75,6 +76,7 @@ def test_stored_and_listed(loop_ext4, db_path):
     assert len(lines) == 2 and "PNY" in lines[1]
 
 
+@pytest.mark.slow
 def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     # $CARDBENCH_DB is the default of `run` as of `results`: what one stores the other lists
     station = str(tmp_path / "station.sqlite3")

@@ -18,6 +18,7 @@ READ = 12 * MB
 FILE = 24 * MiB
 
 
+@pytest.mark.slow
 def test_buffered_write_fsync_and_cold_read_are_paced():
     spec = CardSpec(size=96 * MiB, write_rate=WRITE, read_rate=READ, name="ext4card")
     with EmulatedCard(spec) as card:

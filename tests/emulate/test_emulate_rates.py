@@ -24,6 +24,7 @@ def _size(rate: float) -> int:
     return max(1, round(rate * SECONDS / MiB)) * MiB
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("write_mb, read_mb", [(1.0, 3.6), (4.9, 4.9), (20, 40)])
 def test_fio_measures_the_set_rates(card, write_mb, read_mb):
     card.set(write_rate=write_mb * MB, read_rate=read_mb * MB)

@@ -27,6 +27,7 @@ def fio_parallel(devices: list[str], seconds: float) -> list[float]:
     return [j["read"]["bw_bytes"] for j in jobs]
 
 
+@pytest.mark.slow
 def test_two_cards_share_the_reader_ceiling():
     ceiling = 20 * MB
     with EmulatedReader(ceiling=ceiling) as reader:

@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or 
 WRITE, READ = 10 * MB, 20 * MB
 
 
+@pytest.mark.slow
 def test_classic_tests_agree_across_engines(tmp_path):
     from cardbench.emulate import CardSpec, EmulatedCard
     assert engine_names() == ("sync", "queued", "fio")

@@ -55,6 +55,7 @@ def incomplete_doc(db, *words) -> dict:
                  marks=pytest.mark.scenario("verify quick: SIGTERM at a random point",
                                             "exit 130, card restored (sha256 equal), partial doc stored")),
 ])
+@pytest.mark.slow
 def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 1.5)
@@ -115,6 +116,7 @@ def test_quick_sigkill(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: card pulled mid-verify, then put back",
                       "exit 5, doc stored incomplete; journal kept, restored once back (sha256 equal)")
 def test_quick_card_pulled(row, tmp_path, emu_dir, journal_root):
@@ -159,6 +161,7 @@ def _verify_files(mnt) -> list[str]:
                  marks=pytest.mark.scenario("verify --full DIR: fs goes read-only mid-write (ext4 error)",
                                             "exit 5 'read-only', doc stored incomplete")),
 ])
+@pytest.mark.slow
 def test_full_fault(row, tmp_path, emu_dir, fault, words):
     db = tmp_path / "results.sqlite3"
     opts = {"mount_options": "errors=remount-ro"} if fault == "ro" else {}
@@ -191,6 +194,7 @@ def test_full_fault(row, tmp_path, emu_dir, fault, words):
                  marks=pytest.mark.scenario("verify --full DIR: SIGKILL at a random point",
                                             "next verify removes the killed run's files and finishes clean")),
 ])
+@pytest.mark.slow
 def test_full_interrupted(row, tmp_path, emu_dir, sig):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 3.0)   # the fill lasts ~2.8 s, the read-back ~1.4 s

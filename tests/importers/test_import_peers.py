@@ -267,6 +267,7 @@ def test_real_f3probe_on_a_loop_device(tmp_path):
 
 # --- hdparm, dd ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.skipif(shutil.which("hdparm") is None, reason="hdparm not installed")
 def test_real_hdparm_on_a_loop_device(tmp_path):
@@ -337,6 +338,7 @@ def test_unknown_format_lists_what_was_tried():
         import_text("just some words\nand nothing more\n")
 
 
+@pytest.mark.slow
 def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
     db = str(tmp_path / "r.db")
     for _ in range(2):

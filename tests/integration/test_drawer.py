@@ -58,6 +58,7 @@ class Drawer:
             return self.proc.wait(10)
 
 
+@pytest.mark.slow
 def test_drawer_session_three_cards_one_counterfeit(tmp_path):
     """Done-when 1: three emulated cards, inserted one after another (one a counterfeit), each
     gets its JSON line within 4 minutes, raw_read within 5% of the set rate, the counterfeit is
@@ -101,6 +102,7 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
         assert len(store.results()) == 3 and len(store.verify_results()) == 3
 
 
+@pytest.mark.slow
 def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
     """A card yanked while under test: stored as incomplete with its error; the next card is tested."""
     from cardbench.drawer import DrawerOptions, DrawerSession
@@ -148,6 +150,7 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
     assert stored[second.result.id].complete
 
 
+@pytest.mark.slow
 def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
     """Ctrl-C while the quick verify is writing: the card is put back as it was, the partial
     result is stored as incomplete, the session ends with its table (exit 130), nothing is left."""
@@ -182,6 +185,7 @@ def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
         assert not doc["complete"]
 
 
+@pytest.mark.slow
 def test_not_root_says_what_it_cannot_run(tmp_path):
     """An unprivileged user: the drawer says unmounted cards cannot be read raw nor verified, and
     a card it cannot read is said not tested (not a failure); --cards 1 ends the session."""
@@ -213,6 +217,7 @@ def test_not_root_says_what_it_cannot_run(tmp_path):
     assert "Traceback" not in out and "FAILED" not in out
 
 
+@pytest.mark.slow
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
     """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
     the capped reader's ceiling within 5%, as direct evidence."""
@@ -246,6 +251,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
     assert p.returncode == 0 and "capped reader: caps reads at" in p.stdout and "same card" in p.stdout
 
 
+@pytest.mark.slow
 def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
     """Done-when 3: two cards behind one emulated reader with a ceiling, each faster alone than the
     reader carries: `readers --probe DEV1 DEV2 --json` names the shared ceiling within 5%."""

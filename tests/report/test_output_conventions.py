@@ -70,6 +70,7 @@ def test_results_id_shows_every_run_then_the_answer(db):
     assert out.index("95% CI of mean") < out.index("This card")  # ... and ends with the answer
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 def test_imported_fio_random_read_has_a_meaningful_row(tmp_path):
     fio = subprocess.run(["fio", "--name=randread4k", "--filename=f.bin", "--size=4M", "--rw=randread",

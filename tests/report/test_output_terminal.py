@@ -131,6 +131,7 @@ def test_other_commands_fit_80_columns(term, card_fs, argv):
     assert not INTERNAL.search(screen), screen
 
 
+@pytest.mark.slow
 def test_help_fits_and_ends_with_examples(term):
     from cardbench.cli import cli
     for name in sorted(cli.commands):

@@ -134,6 +134,7 @@ def test_sigkill_mid_save_leaves_no_partial_run(url, tmp_path):
         assert st.count() == 2
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_sqlite(tmp_path):
     url = str(tmp_path / "loop.sqlite3")
     open_store(url).close()

@@ -19,6 +19,7 @@ def one_line(p) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_quick_json_and_table(journal, tmp_path):
     db = str(tmp_path / "r.sqlite3")
     with card(256 * MiB, 64 * MiB, "drop") as c:
@@ -64,6 +65,7 @@ def test_usage_errors():
         assert p.returncode == 2 and one_line(p)
 
 
+@pytest.mark.slow
 def test_directory_full_mode():
     with card(128 * MiB, 64 * MiB, "drop") as c, c.filesystem("ext4", mkfs_args=("-O", "^has_journal")) as mnt:
         p = call_cli("verify", mnt, "--json", "--no-save", "--seed", "3")
