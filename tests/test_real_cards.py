@@ -148,6 +148,7 @@ def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     assert left == []
 
 
+@pytest.mark.slow
 @needs_emulator
 def test_a_cached_read_is_never_the_cards_speed(tmp_path, monkeypatch):
     """With the cache dropping switched off, exfat-fuse answers from the device's page cache
@@ -323,6 +324,7 @@ def test_desktop_user_without_root():
 
 # -- Bad input: a filesystem that reports 0 bytes free -----------------------------------------
 
+@pytest.mark.slow
 @needs_emulator
 def test_filesystem_reporting_no_free_space(tmp_path):
     """A FUSE driver without statfs (tests/nostatfs_fs.py) reports 0 blocks free: the automatic

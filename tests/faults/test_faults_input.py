@@ -127,6 +127,7 @@ def test_parse_size_never_crashes(row, text):
     assert isinstance(n, int) and n >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: rates (parse_rate)", f"{EXAMPLES['rate']} cases: finite rate > 0 or UnitError")
 @settings(max_examples=EXAMPLES["rate"], **FAST)
 @given(text=_NUMBERISH)

@@ -194,6 +194,7 @@ def test_run_directory_fault(row, tmp_path, emu_dir, fault, when, fs_opts, words
                  marks=pytest.mark.scenario("run DIR: SIGTERM at a random point",
                                             "exit 130 'stopped by SIGTERM', partial stored, files removed")),
 ])
+@pytest.mark.slow
 def test_run_directory_signal(row, tmp_path, emu_dir, sig, words):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 0.8) * ALL_IO

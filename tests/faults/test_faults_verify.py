@@ -87,6 +87,7 @@ def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: SIGKILL at a random point",
                       "journal kept; next invocation restores the card (sha256 equal)")
 def test_quick_sigkill(row, tmp_path, emu_dir, journal_root):
@@ -228,6 +229,7 @@ def test_full_interrupted(row, tmp_path, emu_dir, sig):
 
 # -- bad areas: a result, or a fault of the run ---------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: EIO on writes in a range (the last quarter)",
                       "exit 5: saved bytes there cannot go back, journal kept; restored once it heals")
 def test_quick_write_errors_in_a_range(row, tmp_path, emu_dir, journal_root):
@@ -253,6 +255,7 @@ def test_quick_write_errors_in_a_range(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify --full DIR: EIO on reads in a range",
                       "a result, not a fault: exit 0, verdict damaged, usable < announced, files removed")
 def test_full_read_errors_in_a_range(row, tmp_path, emu_dir):

@@ -212,6 +212,7 @@ def test_consistent_rows_are_never_flagged(row):
     assert check_row(line=1, row="r", **_make(row)) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows, st.sampled_from(["avg", "write_rate", "write_x", "read_x"]), st.floats(1.5, 20.0),
        st.sampled_from([-1, 1]))

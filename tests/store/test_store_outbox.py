@@ -108,6 +108,7 @@ def test_newest_copy_wins_and_unreadable_files_are_set_aside(tmp_path, own_data_
     assert [(d["id"], d["complete"]) for d in docs] == [(doc["id"], True)]
 
 
+@pytest.mark.slow
 def test_outbox_that_cannot_be_written_is_said(tmp_path, monkeypatch):
     """The store and the outbox both fail: exit 6, and the line says only the printed copy remains."""
     data = tmp_path / "data-is-a-file"

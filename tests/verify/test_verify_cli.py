@@ -36,6 +36,7 @@ def test_quick_json_and_table(journal, tmp_path):
             assert [d["id"] for d in store.verify_results()] == [doc["id"]]
 
 
+@pytest.mark.slow
 def test_destructive_needs_the_identity(journal):
     with card(64 * MiB) as c:
         p = call_cli("verify", c.device, "--destructive", "--no-save")

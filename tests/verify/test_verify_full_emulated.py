@@ -96,6 +96,7 @@ def test_resume_without_a_run():
             verify_full(mnt, resume=True, state_dir=STATE)
 
 
+@pytest.mark.slow
 def test_whole_device_destructive(journal):
     with card(256 * MiB, 100 * MiB + 4096, "drop") as c:
         with pytest.raises(UsageError, match="--destructive"):
@@ -107,6 +108,7 @@ def test_whole_device_destructive(journal):
     assert os.listdir(journal) == []
 
 
+@pytest.mark.slow
 def test_whole_device_wraparound(journal):
     with card(256 * MiB, 96 * MiB, "wraparound") as c:
         doc = verify_full(c.device, destructive=True, seed=6, state_dir=journal)

@@ -35,6 +35,7 @@ def check_doc(doc: dict) -> None:
     (512 * MiB, 96 * MiB, "drop", 64 * MiB),
     (512 * MiB, 300 * MiB, "wraparound", 64 * MiB),
 ])
+@pytest.mark.slow
 def test_counterfeit_destructive(size, real, mode, cache, journal):
     kw = dict(cache_bytes=cache, cache_rate=1600e6) if cache else {}
     with card(size, real, mode, **kw) as c:
