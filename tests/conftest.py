@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from realparts import ROOT, loop_device, mounted
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -25,14 +29,20 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def own_user_dirs(tmp_path_factory):
-    """The suite's own $XDG_DATA_HOME, $XDG_STATE_HOME, $XDG_CACHE_HOME and $XDG_CONFIG_HOME (and
-    no $CARDBENCH_DB) for every test and every `cardbench` it starts: the default results database,
+    """This checkout's src/ first on $PYTHONPATH, and the suite's own $XDG_DATA_HOME,
+    $XDG_STATE_HOME, $XDG_CACHE_HOME and $XDG_CONFIG_HOME (and no $CARDBENCH_DB) for every test
+    and every `cardbench` it starts: the default results database,
     the --preserve journals, the outbox and the verify state are this run's alone. Without it a
     test read the machine user's ~/.local/share/cardbench (seen: a database another checkout had
     upgraded to a newer schema refused every `run` that saves), and every command "recovered" the
     journals another run on the same machine had open."""
     base = tmp_path_factory.mktemp("user-dirs")
     with pytest.MonkeyPatch.context() as mp:
+        # every process a test starts (a `python -c` child, an emulator server, a second writer)
+        # runs this checkout's cardbench, as the tests do, not whichever `pip install -e` last
+        # pointed at (seen: a child of another checkout wrote schema version 3 into a fresh test
+        # database this checkout then refused)
+        mp.setenv("PYTHONPATH", SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
         for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
                          ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config")):
             mp.setenv(var, str(base / sub))

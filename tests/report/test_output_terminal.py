@@ -88,7 +88,7 @@ def _fits(screen: str, width: int) -> None:
     assert not long, f"lines over {width} columns:\n" + "\n".join(long)
 
 
-@pytest.mark.slow
+# not slow (2.5 s): the module's later tests read the store this run fills, also under --quick
 def test_run_at_80_columns_ends_with_the_answer(term, card_fs):
     mnt, db = card_fs
     rc, screen = term.run(["run", mnt, "--brand", "Lexar", "--capacity", "48MB", "--label", "4X", "--size", "1MB",
