@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 from realparts import ROOT, loop_device, mounted
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def pytest_configure(config):
+    """An xdist worker starts with SIGINT ignored (Ctrl-C is the controller's), and every process
+    it starts would inherit that: a `cardbench` child would never see the SIGINT a test sends it
+    (seen: every Ctrl-C test exited 0, not 130). A worker takes SIGINT as a pytest process does."""
+    if hasattr(config, "workerinput") and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)

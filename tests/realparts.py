@@ -266,4 +266,19 @@ def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subpro
         cmd = ["sh", "-c", script, "sh", *args]
     else:
         cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _AS_USER, "sh", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    # its own session: runuser forks the command, so a timeout must end the whole group (seen: a
+    # drawer left running as a test user for half an hour, and the user never removed)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        import signal
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
