@@ -67,6 +67,73 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subpr
                           input=input, timeout=timeout, env=env)
 
 
+def call_cli(*args: str, input: str | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """The real ``cardbench.cli.main(argv)`` in this process, for tests about what a command decides
+    or prints (no signal, terminal, other user or second process under test): about a millisecond
+    instead of run_cli's half second. Same return shape as :func:`run_cli` (returncode, stdout,
+    stderr); stdin is ``input`` (or empty, not a terminal), stdout and stderr are not terminals.
+
+    What a command may change in the process is put back afterwards, whatever happens: os.environ,
+    the working directory, the umask, the SIGINT/SIGTERM/SIGHUP handlers (main installs its
+    SIGTERM handler) and the blocked-signal mask, the root logger's handlers and level, and
+    sys.stdin/stdout/stderr and sys.argv. ``timeout`` is accepted for a one-word change from
+    run_cli and ignored: an in-process command cannot be killed (use run_cli where one may hang)."""
+    import io
+    import logging
+    import signal
+    from cardbench.cli import main
+    del timeout
+    env = dict(os.environ)
+    cwd = os.getcwd()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    root = logging.getLogger()
+    log_state = (list(root.handlers), root.level)
+    streams = (sys.stdin, sys.stdout, sys.stderr, list(sys.argv))
+
+    class Kept(io.BytesIO):
+        def close(self) -> None:      # a command closing its stdout must not lose what it wrote
+            pass
+
+    def text(buffer: io.BytesIO) -> io.TextIOWrapper:   # with .buffer, for bytes, as a real stream
+        return io.TextIOWrapper(buffer, encoding="utf-8", errors="backslashreplace", write_through=True)
+
+    out_b, err_b = Kept(), Kept()
+    out, err = text(out_b), text(err_b)
+    os.environ.pop("CARDBENCH_DEBUG", None)     # as run_cli: the user-facing one-line errors
+    code: int | None = None
+    try:
+        sys.stdin, sys.stdout, sys.stderr = text(Kept((input or "").encode())), out, err
+        sys.argv = ["cardbench", *args]
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                err.write(f"{e.code}\n")      # sys.exit("message") prints it, as a process would
+    finally:
+        for stream in (out, err):
+            try:
+                stream.flush()
+            except ValueError:        # closed by the command: its bytes are in the buffer
+                pass
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = streams
+        root.handlers[:], root.level = log_state
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.umask(umask)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+    def value(buffer: io.BytesIO) -> str:   # as subprocess.run(text=True) reads a pipe
+        return buffer.getvalue().decode("utf-8", "replace").replace("\r\n", "\n")
+    return subprocess.CompletedProcess(["cardbench", *args], code, value(out_b), value(err_b))
+
+
 def sha256_device(dev: str, card=None) -> str:
     """sha256 of a whole device, page cache dropped first; read unpaced when ``card`` (an emulated
     card) is given, so a slow card is hashed quickly."""
@@ -199,4 +266,19 @@ def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subpro
         cmd = ["sh", "-c", script, "sh", *args]
     else:
         cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _AS_USER, "sh", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    # its own session: runuser forks the command, so a timeout must end the whole group (seen: a
+    # drawer left running as a test user for half an hour, and the user never removed)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        import signal
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

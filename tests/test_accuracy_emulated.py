@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from realparts import ROOT, run_cli
+from realparts import ROOT, call_cli
 
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
@@ -17,11 +17,13 @@ from cardbench.units import MB, MiB
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("write,read,size", [
     (1.0 * MB, 3.6 * MB, 2 * MB),     # a slow 2006 CF card ("4X" Lexar class)
     (4.9 * MB, 4.9 * MB, 6 * MB),     # SanDisk Ultra II
     (20 * MB, 40 * MB, 24 * MB),      # a modern card behind USB 2.0
 ])
+@pytest.mark.slow
 def test_run_matches_set_rates(write, read, size):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=256 * MiB, write_rate=write, read_rate=read, name="acc")
@@ -34,14 +36,15 @@ def test_run_matches_set_rates(write, read, size):
     assert not [w for t in r.tests for w in t.warnings if "read back wrong" in w]
 
 
+@pytest.mark.slow
 def test_demo_prints_measured_rows(tmp_path):
     db = str(tmp_path / "demo.sqlite3")
-    p = run_cli("demo", "--cards", "3", "--db", db, timeout=180)
+    p = call_cli("demo", "--cards", "3", "--db", db, timeout=180)
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if re.match(r"\s*(Lexar|SanDisk|PNY|Crucial)\b.* \d+\.\d{3} ", line)]
     assert len(rows) >= 3
     assert "Lexar 48M" in p.stdout and "SanDisk 64M" in p.stdout
-    p = run_cli("results", "--db", db, "--format", "csv")
+    p = call_cli("results", "--db", db, "--format", "csv")
     assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4
     out = os.popen("losetup -a").read()
     assert "demo" not in out

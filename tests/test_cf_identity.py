@@ -8,7 +8,7 @@ import json
 
 import pytest
 from ata_blocks import build_identify
-from realparts import ROOT, loop_device, run_cli
+from realparts import ROOT, loop_device, call_cli
 
 from cardbench.devices.ata import AtaProbe, decode_identify, read_identify
 from cardbench.devices.identity import apply_ata
@@ -84,11 +84,11 @@ def test_store_results_card_and_compare_tell_the_two_cards_apart(db_path):
         assert [r.id for r in store.results(card="ata:SanDisk SDCFB-256|222BBB|500736")] == [b.id]
         again = store.get(b.id)
         assert again.card.ata == b.card.ata and again.card.identity() == b.card.identity()
-    proc = run_cli("results", "--card", "222BBB", "--db", db_path, "--format", "json")
+    proc = call_cli("results", "--card", "222BBB", "--db", db_path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)
     shown = shown["results"] if isinstance(shown, dict) else shown
     assert [r["id"] for r in shown] == [b.id]
-    proc = run_cli("compare", "111AAA", "222BBB", "--db", db_path, "--by", "card")
+    proc = call_cli("compare", "111AAA", "222BBB", "--db", db_path, "--by", "card")
     assert proc.returncode == 0, proc.stderr
     assert "2 runs, 1 card" in proc.stdout and "1 run, 1 card" in proc.stdout

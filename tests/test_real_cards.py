@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, run_cli, run_cli_as, sh,
+from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, call_cli, run_cli_as, sh,
                        unprivileged_user)
 
 from cardbench.result import Card
@@ -48,6 +48,7 @@ def exfat_fuse(card):
 
 # -- item 7: libfuse2 beside libfuse3 ---------------------------------------------------------
 
+@pytest.mark.timing
 @needs_emulator
 def test_emulator_with_libfuse2_beside_libfuse3(tmp_path):
     """This machine has both libraries (exfat-fuse brings libfuse2): mfusepy alone would bind
@@ -89,6 +90,8 @@ with EmulatedCard(CardSpec(size=16 * MiB, write_rate=8 * MB, read_rate=8 * MB)) 
 SURVEY_FACTOR = 1.0 if os.environ.get("CARDBENCH_TRUE_RATES") == "1" else 5.0
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @needs_emulator
 def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
     """A 48 MB card (1.013 MB/s write, 3.6 MB/s read) on ext2 takes the survey's 41.99 MB file,
@@ -101,7 +104,7 @@ def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
             EmulatedCard(CardSpec(size=48 * MB, write_rate=w, read_rate=r, name="lexar")) as card, \
             card.filesystem("ext2", mkfs_args=["-m", "0"]) as mnt:
         assert 44.0 * MB < os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize < 44.4 * MB
-        p = run_cli("run", mnt, "--size", "41.99MB", "--runs", "3", "--label", "4X", "--json", "--no-save")
+        p = call_cli("run", mnt, "--size", "41.99MB", "--runs", "3", "--label", "4X", "--json", "--no-save")
         left = leftovers(mnt)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -118,6 +121,8 @@ def test_survey_card_48mb_ext2_41_99mb_file(tmp_path):
 
 # -- item 2: exFAT through FUSE, never a cached read ------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.timing
 @needs_emulator
 def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     """The issue's failing case (cold_read ~100x the card): within 5% now. A 16 MB file: the
@@ -143,6 +148,7 @@ def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     assert left == []
 
 
+@pytest.mark.slow
 @needs_emulator
 def test_a_cached_read_is_never_the_cards_speed(tmp_path, monkeypatch):
     """With the cache dropping switched off, exfat-fuse answers from the device's page cache
@@ -190,13 +196,13 @@ def test_nearly_full_card_takes_the_largest_file_that_fits():
         free = vfs.f_bavail * vfs.f_frsize
         fit = largest_fit(free)
         assert fit > 20 * MB
-        p = run_cli("run", mnt, "--size", f"{fit}", "--runs", "3", "--json", "--no-save")
+        p = call_cli("run", mnt, "--size", f"{fit}", "--runs", "3", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert all(run["bytes"] == fit for t in doc["tests"] for run in t["runs"])
         assert doc["tests"][0]["method"]["order"].startswith("each run: write its file, read it back cold, remove")
         assert leftovers(mnt) == []
-        p = run_cli("run", mnt, "--size", f"{fit + MB}", "--runs", "3", "--no-save")
+        p = call_cli("run", mnt, "--size", f"{fit + MB}", "--runs", "3", "--no-save")
         assert p.returncode == 3 and "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1, p.stderr
@@ -205,6 +211,8 @@ def test_nearly_full_card_takes_the_largest_file_that_fits():
         assert leftovers(mnt) == [] and os.path.exists(os.path.join(mnt, "photos.bin"))
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @needs_emulator
 def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
     """The automatic size makes runs of >= 0.5 s (a read too, on a card reading 4x faster than it
@@ -273,6 +281,7 @@ def test_fat32_file_limit_caps_the_size():
 
 # -- item 4: a desktop user, not root ----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOT, reason="needs root to create a user and a loop-mounted filesystem")
 def test_desktop_user_without_root():
     """A card mounted for a desktop user (owned by them, as udisks does under /media/$USER):
@@ -315,6 +324,7 @@ def test_desktop_user_without_root():
 
 # -- Bad input: a filesystem that reports 0 bytes free -----------------------------------------
 
+@pytest.mark.slow
 @needs_emulator
 def test_filesystem_reporting_no_free_space(tmp_path):
     """A FUSE driver without statfs (tests/nostatfs_fs.py) reports 0 blocks free: the automatic
@@ -339,11 +349,11 @@ def _no_statfs_run(backing, mnt, dev: str) -> None:
             assert server.poll() is None and time.monotonic() < deadline, "the no-statfs filesystem did not mount"
             time.sleep(0.05)
         assert os.statvfs(mnt).f_blocks == 0
-        p = run_cli("run", str(mnt), "--runs", "1", "--no-save")
+        p = call_cli("run", str(mnt), "--runs", "1", "--no-save")
         assert p.returncode == 3 and "Traceback" not in p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and "0 bytes free" in lines[0] and "--size" in lines[0], p.stderr
-        p = run_cli("run", str(mnt), "--runs", "1", "--size", "2MB", "--no-save", "--json")
+        p = call_cli("run", str(mnt), "--runs", "1", "--size", "2MB", "--no-save", "--json")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         read = doc["tests"][1]

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from realparts import ROOT, loop_device, mounted, run_cli, sha256_device
+from realparts import ROOT, loop_device, mounted, call_cli, sha256_device
 
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device
@@ -18,6 +18,8 @@ from cardbench.units import MB, MiB
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs FUSE for an emulated card")
 def test_raw_read_matches_fio_on_the_same_device():
     from cardbench.emulate import CardSpec, EmulatedCard
@@ -34,23 +36,24 @@ def test_raw_read_matches_fio_on_the_same_device():
     assert set(access.runs[0].latency_s) >= {"p50", "p90", "p99", "p99.9", "max"}
 
 
+@pytest.mark.slow
 def test_device_run_is_read_only_and_destructive_needs_rules(tmp_path):
     with loop_device(32 << 20) as dev:
         with open(dev, "r+b") as f:
             f.write(os.urandom(1 << 20) * 32)
         before = sha256_device(dev)
-        p = run_cli("run", dev, "--runs", "1", "--positions", "4", "--json", "--no-save")
+        p = call_cli("run", dev, "--runs", "1", "--positions", "4", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert [t["name"] for t in doc["tests"]] == ["raw_read", "raw_access"]
         assert doc["target"]["kind"] == "device" and doc["target"]["transport"] == "loop"
         assert sha256_device(dev) == before
         # wrong confirmation: refused, untouched
-        p = run_cli("run", dev, "--destructive", "--confirm", "12345", "--no-save")
+        p = call_cli("run", dev, "--destructive", "--confirm", "12345", "--no-save")
         assert p.returncode == 4 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
         assert sha256_device(dev) == before
         # --preserve with the right identity (no serial: the exact size): written, then restored
-        p = run_cli("run", dev, "--destructive", "--preserve", "--confirm", str(32 << 20), "--runs", "1",
+        p = call_cli("run", dev, "--destructive", "--preserve", "--confirm", str(32 << 20), "--runs", "1",
                     "--positions", "4", "--json", "--no-save")
         assert p.returncode == 0, p.stderr
         assert "raw_write" in [t["name"] for t in json.loads(p.stdout)["tests"]]
@@ -58,13 +61,13 @@ def test_device_run_is_read_only_and_destructive_needs_rules(tmp_path):
         with mounted(dev) as mnt:
             assert os.path.isdir(mnt)
             mounted_sum = sha256_device(dev)
-            p = run_cli("run", dev, "--destructive", "--confirm", str(32 << 20), "--no-save")
+            p = call_cli("run", dev, "--destructive", "--confirm", str(32 << 20), "--no-save")
             assert p.returncode == 4 and "mounted" in p.stderr and "Traceback" not in p.stderr
             assert sha256_device(dev) == mounted_sum
 
 
 def test_partition_and_missing_paths_are_one_line():
     for args, needle in [(["run", "/dev/nonexistent-card"], "no such"), (["run", "/dev/null"], "")]:
-        p = run_cli(*args, "--no-save")
+        p = call_cli(*args, "--no-save")
         assert p.returncode != 0 and "Traceback" not in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr.lower()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from realparts import loop_device, mounted, run_cli, sh
+from realparts import loop_device, mounted, call_cli, sh
 
 from cardbench.result import SCHEMA, Result
 from cardbench.runner import RunOptions, largest_fit, run_directory
@@ -23,7 +23,7 @@ def leftovers(mnt: str) -> list[str]:
 
 
 def test_run_json_document(loop_ext4):
-    p = run_cli("run", loop_ext4, "--size", "4MB", "--runs", "3", "--json", "--no-save",
+    p = call_cli("run", loop_ext4, "--size", "4MB", "--runs", "3", "--json", "--no-save",
                 "--brand", "Lexar", "--capacity", "48MB", "--label", "4X")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -55,6 +55,7 @@ def test_library_call_and_cold_read_checked(loop_ext4):
     assert r.complete and leftovers(loop_ext4) == []
 
 
+@pytest.mark.slow
 def test_auto_size_grows_with_the_card(loop_ext4):
     r = run_directory(loop_ext4, RunOptions(runs=1))
     how = r.test("seq_write").method["size_choice"]
@@ -65,27 +66,28 @@ def test_auto_size_grows_with_the_card(loop_ext4):
 
 
 def test_stored_and_listed(loop_ext4, db_path):
-    p = run_cli("run", loop_ext4, "--size", "2MB", "--runs", "3", "--db", db_path, "--brand", "PNY",
+    p = call_cli("run", loop_ext4, "--size", "2MB", "--runs", "3", "--db", db_path, "--brand", "PNY",
                 "--capacity", "128MB")
     assert p.returncode == 0, p.stderr
     assert "MB/s" in p.stdout and "X" in p.stdout
-    p = run_cli("results", "--db", db_path, "--format", "csv")
+    p = call_cli("results", "--db", db_path, "--format", "csv")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.strip().splitlines()
     assert len(lines) == 2 and "PNY" in lines[1]
 
 
+@pytest.mark.slow
 def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     # $CARDBENCH_DB is the default of `run` as of `results`: what one stores the other lists
     station = str(tmp_path / "station.sqlite3")
     monkeypatch.setenv("CARDBENCH_DB", station)
-    p = run_cli("run", loop_ext4, "--size", "1MB", "--runs", "1", "--brand", "Lexar", "--capacity", "48MB")
+    p = call_cli("run", loop_ext4, "--size", "1MB", "--runs", "1", "--brand", "Lexar", "--capacity", "48MB")
     assert p.returncode == 0, p.stderr
-    p = run_cli("results", "--format", "csv")
+    p = call_cli("results", "--format", "csv")
     assert p.returncode == 0, p.stderr
     assert len(p.stdout.strip().splitlines()) == 2 and "Lexar" in p.stdout
     monkeypatch.delenv("CARDBENCH_DB")
-    p = run_cli("results", "--db", station, "--format", "csv")
+    p = call_cli("results", "--db", station, "--format", "csv")
     assert "Lexar" in p.stdout
 
 
@@ -98,21 +100,21 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     (["run", "{mnt}", "--size", "500MB", "--no-save"], "too little free space"),
     (["run", "{mnt}", "--size", "1MB", "--db", "/proc/nope/results.sqlite3"], "database"),
 ])
-def test_bad_input_one_line(loop_ext4, args, needle):
-    args = [a.replace("{mnt}", loop_ext4) for a in args]
-    p = run_cli(*args)
+def test_bad_input_one_line(shared_ext4, args, needle):
+    args = [a.replace("{mnt}", shared_ext4) for a in args]
+    p = call_cli(*args)
     assert p.returncode != 0
     assert "Traceback" not in p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, p.stderr
     assert needle.lower() in lines[0].lower()
-    assert leftovers(loop_ext4) == []
+    assert leftovers(shared_ext4) == []
 
 
 def test_read_only_filesystem_refused():
     with loop_device(64 << 20) as dev, mounted(dev) as mnt:
         sh("mount", "-o", "remount,ro", mnt)
-        p = run_cli("run", mnt, "--size", "1MB", "--no-save")
+        p = call_cli("run", mnt, "--size", "1MB", "--no-save")
         assert p.returncode == 3 and "read-only" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -123,7 +125,7 @@ def test_no_permission_refused(loop_ext4):
     os.mkdir(d)
     sh("chattr", "+i", d)
     try:
-        p = run_cli("run", d, "--size", "1MB", "--no-save")
+        p = call_cli("run", d, "--size", "1MB", "--no-save")
     finally:
         sh("chattr", "-i", d)
     assert p.returncode == 3 and "permission" in p.stderr.lower() and "Traceback" not in p.stderr

@@ -94,7 +94,10 @@ def loop_device(size: int, *, read_only: bool = False, partitioned: bool = False
             if partitioned:
                 sh("partx", "-d", dev, check=False)
             for _ in range(20):
-                if sh("losetup", "-d", dev, check=False).returncode == 0:
+                # by number only while it is still ours: once freed, the number may already be
+                # another test's (another xdist worker, another run on this machine)
+                back = sh("losetup", "-n", "-O", "BACK-FILE", dev, check=False).stdout
+                if img not in back or sh("losetup", "-d", dev, check=False).returncode == 0:
                     break
                 time.sleep(0.1)
         shutil.rmtree(d, ignore_errors=True)

@@ -16,7 +16,7 @@ import time
 import pytest
 from ata_blocks import BIG_CARD, OLD_PIO_CARD, UDMA_CARD, ata_string, build_identify
 from devices_helpers import HERE, needs_loop
-from realparts import can_emulate, emulators_under, run_cli
+from realparts import can_emulate, emulators_under, call_cli
 
 from cardbench.devices import list_devices
 from cardbench.devices.ata import (IdentifyError, decode_identify, hdparm_text, identify_cdb, read_identify)
@@ -278,7 +278,7 @@ def test_list_agrees_with_hdparm_on_a_sat_device():
     if not answered:
         pytest.skip("no SAT device here (a CF card in a USB reader that passes ATA commands): "
                     "nothing to compare cardbench list with hdparm -I on")
-    proc = run_cli("list", "--json")
+    proc = call_cli("list", "--json")
     assert proc.returncode == 0, proc.stderr
     listed = {d["path"]: d for d in json.loads(proc.stdout)["devices"]}
     for dev in answered:
@@ -301,7 +301,7 @@ def test_recorded_dumps_have_their_origin_noted():
 def test_identify_command_reads_a_dump_file_and_stdin(tmp_path):
     dump = tmp_path / "card.bin"
     dump.write_bytes(build_identify(**UDMA_CARD))
-    proc = run_cli("identify", str(dump))
+    proc = call_cli("identify", str(dump))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "CompactFlash card LEXAR ATA FLASH CARD, serial L07A3K21C9"
@@ -309,7 +309,7 @@ def test_identify_command_reads_a_dump_file_and_stdin(tmp_path):
     assert "  caps       66.7 MB/s: UDMA 4, in use" in lines
     assert max(len(line) for line in lines) <= 80
     with open(os.path.join(DUMPS, "maxtor-6b200m0-sda.hdparm"), encoding="ascii") as f:
-        proc = run_cli("identify", "-", "--json", input=f.read())
+        proc = call_cli("identify", "-", "--json", input=f.read())
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["identity"] == "ata:Maxtor 6B200M0|B4038RRH|390721968" and doc["mode"]["name"] == "UDMA 5"
@@ -323,7 +323,7 @@ def test_identify_command_reads_a_dump_file_and_stdin(tmp_path):
 def test_identify_command_bad_dumps_get_one_line(tmp_path, content, code, words):
     dump = tmp_path / "dump.txt"
     dump.write_text(content)
-    proc = run_cli("identify", str(dump))
+    proc = call_cli("identify", str(dump))
     assert proc.returncode == code
     assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and words in proc.stderr
 
@@ -331,8 +331,8 @@ def test_identify_command_bad_dumps_get_one_line(tmp_path, content, code, words)
 @needs_loop
 def test_identify_command_on_a_device_that_is_not_ata(loop, tmp_path):
     dev, _ = loop
-    proc = run_cli("identify", dev)
+    proc = call_cli("identify", dev)
     assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1
     assert f"cardbench: {dev}: not ATA: " in proc.stderr
-    proc = run_cli("identify", str(tmp_path / "missing"))
+    proc = call_cli("identify", str(tmp_path / "missing"))
     assert proc.returncode == 3 and "does not exist" in proc.stderr

@@ -11,13 +11,14 @@ from emulate_helpers import needs_emulator
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
 
-pytestmark = needs_emulator
+pytestmark = [needs_emulator, pytest.mark.timing]
 
 WRITE = 8 * MB
 READ = 12 * MB
 FILE = 24 * MiB
 
 
+@pytest.mark.slow
 def test_buffered_write_fsync_and_cold_read_are_paced():
     spec = CardSpec(size=96 * MiB, write_rate=WRITE, read_rate=READ, name="ext4card")
     with EmulatedCard(spec) as card:

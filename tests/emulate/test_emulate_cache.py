@@ -6,12 +6,14 @@ import mmap
 import os
 import time
 
+import pytest
+
 from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
 
-pytestmark = needs_emulator
+pytestmark = [needs_emulator, pytest.mark.timing]
 
 K = 3 * MB
 SLOW = 4 * MB
@@ -48,6 +50,7 @@ def cache_end_and_slow_rate(samples: list[tuple[int, float]]) -> tuple[int, floa
     return end, rate
 
 
+@pytest.mark.slow
 def test_cache_then_slow_rate_and_refill_after_idle():
     spec = CardSpec(size=64 * MiB, write_rate=SLOW, read_rate=20 * MB, cache_bytes=K, cache_rate=FAST,
                     cache_idle=0.5, name="slc")

@@ -77,6 +77,7 @@ def test_server_killed_mid_use_is_still_cleaned_up():
     assert_gone(*info)
 
 
+@pytest.mark.slow
 def test_hung_server_is_aborted_and_cleaned_up():
     t = time.monotonic()
     with EmulatedCard(spec()) as card:
@@ -129,7 +130,8 @@ def test_sigkilled_owner_is_cleaned_up_by_the_server():
     proc.kill()
     proc.wait(timeout=10)
     deadline = time.monotonic() + 20
-    while leftovers(info[0]) or os.path.exists(info[0]):
+    # the server removes its directory, then exits: on a loaded machine the check came in between
+    while leftovers(info[0]) or os.path.exists(info[0]) or system.is_server_process(info[2], info[0]):
         assert time.monotonic() < deadline, leftovers(info[0])
         time.sleep(0.1)
     assert_gone(*info)

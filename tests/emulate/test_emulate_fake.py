@@ -70,6 +70,7 @@ def _f3probe(device: str) -> tuple[str, float]:
     ("wraparound", 256 * MiB, 128 * MiB, "wraparound"),
     ("drop", 256 * MiB, 64 * MiB, "limbo"),
 ])
+@pytest.mark.slow
 def test_f3probe_sees_the_fake(mode, size, real, kind):
     with EmulatedCard(fake(mode, size, real)) as card, card.unpaced():
         out, usable = _f3probe(card.device)

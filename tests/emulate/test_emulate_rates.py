@@ -9,7 +9,7 @@ from cardbench.units import MB, MiB
 
 from emulate_helpers import fio, needs_emulator, needs_fio
 
-pytestmark = [needs_emulator, needs_fio]
+pytestmark = [needs_emulator, needs_fio, pytest.mark.timing]
 
 SECONDS = 3.0  # of I/O per measurement
 
@@ -24,6 +24,7 @@ def _size(rate: float) -> int:
     return max(1, round(rate * SECONDS / MiB)) * MiB
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("write_mb, read_mb", [(1.0, 3.6), (4.9, 4.9), (20, 40)])
 def test_fio_measures_the_set_rates(card, write_mb, read_mb):
     card.set(write_rate=write_mb * MB, read_rate=read_mb * MB)

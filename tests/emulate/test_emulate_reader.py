@@ -12,7 +12,7 @@ from emulate_helpers import needs_emulator
 from cardbench.emulate import CardSpec, EmulatedReader
 from cardbench.units import MB, MiB
 
-pytestmark = [needs_emulator, pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")]
+pytestmark = [needs_emulator, pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio"), pytest.mark.timing]
 
 
 def fio_parallel(devices: list[str], seconds: float) -> list[float]:
@@ -27,6 +27,7 @@ def fio_parallel(devices: list[str], seconds: float) -> list[float]:
     return [j["read"]["bw_bytes"] for j in jobs]
 
 
+@pytest.mark.slow
 def test_two_cards_share_the_reader_ceiling():
     ceiling = 20 * MB
     with EmulatedReader(ceiling=ceiling) as reader:

@@ -9,18 +9,19 @@ import shutil
 
 import pytest
 
-from realparts import ROOT, run_cli
+from realparts import ROOT, call_cli
 
 from cardbench.engine import engine_names
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
 
-pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
-                                reason="needs root, FUSE and fio")
+pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
+                                 reason="needs root, FUSE and fio"), pytest.mark.timing]
 
 WRITE, READ = 10 * MB, 20 * MB
 
 
+@pytest.mark.slow
 def test_classic_tests_agree_across_engines(tmp_path):
     from cardbench.emulate import CardSpec, EmulatedCard
     assert engine_names() == ("sync", "queued", "fio")
@@ -39,11 +40,11 @@ def test_classic_tests_agree_across_engines(tmp_path):
                 assert not [x for t in r.tests for x in t.warnings if "read back wrong" in x]
         # the command line takes the same choice (and lists the registry's engines)
         db = tmp_path / "r.sqlite3"
-        p = run_cli("run", mnt, "--engine", "queued", "--size", "4MiB", "--runs", "1", "--json", "--db", str(db))
+        p = call_cli("run", mnt, "--engine", "queued", "--size", "4MiB", "--runs", "1", "--json", "--db", str(db))
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert {t["method"]["engine"] for t in doc["tests"]} == {"queued"}
-        p = run_cli("run", mnt, "--engine", "nope", "--db", str(db))
+        p = call_cli("run", mnt, "--engine", "nope", "--db", str(db))
         assert p.returncode == 2 and "'sync', 'queued', 'fio'" in p.stderr.replace('"', "'")
     ref_w, ref_r = rates["sync"]
     for engine, (w, rd) in rates.items():

@@ -183,6 +183,7 @@ def test_io_error_raises_after_the_rest_finished(name, depth, factory):
             assert (res.ops, res.stopped) == (16, "size")
 
 
+@pytest.mark.timing
 @needs_emulator
 @pytest.mark.parametrize("name,depth,factory", ENGINES, ids=IDS)
 def test_the_deadline_stops_a_slow_card_and_the_queue_stays_full(name, depth, factory):

@@ -36,6 +36,8 @@ def _agree(values: dict, expected: float, medians) -> None:
     assert max(values.values()) / min(values.values()) <= 1.03, medians
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @needs_emulator
 @needs_fio
 def test_engines_agree_on_sequential_1m_reads():
@@ -44,6 +46,8 @@ def test_engines_agree_on_sequential_1m_reads():
     _agree({e: m[0] for e, m in medians.items()}, RATE, medians)
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @needs_emulator
 @needs_fio
 @pytest.mark.parametrize("name", ["rand_read_4k_q8t1", "rand_write_4k_q8t1"])

@@ -23,6 +23,7 @@ def refused(q, first_pid: int) -> str:
     return line
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("two processes: `run DIR` holds the card, a second run/verify of it",
                       "each second one exits 7 'another cardbench (pid N)'; the first completes")
 def test_run_directory_holds_the_card(row, tmp_path, emu_dir):
@@ -62,6 +63,7 @@ def test_run_directory_holds_the_card(row, tmp_path, emu_dir):
     pytest.param("full", marks=pytest.mark.scenario("two processes: `verify --full DIR` holds it, a `run DIR`",
                                                     "the run exits 7; the verify completes, its files removed")),
 ])
+@pytest.mark.slow
 def test_verify_holds_the_card(row, tmp_path, emu_dir, mode):
     db = tmp_path / "results.sqlite3"
     with card(size=128 * MiB if mode == "quick" else 64 * MiB, write_rate=20 * MB, read_rate=40 * MB) as c:

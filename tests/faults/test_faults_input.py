@@ -114,6 +114,7 @@ _NUMBERISH = st.one_of(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: sizes (parse_size)", f"{EXAMPLES['size']} cases: int >= 1 or UnitError")
 @settings(max_examples=EXAMPLES["size"], **FAST)
 @given(text=_NUMBERISH)
@@ -126,6 +127,7 @@ def test_parse_size_never_crashes(row, text):
     assert isinstance(n, int) and n >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: rates (parse_rate)", f"{EXAMPLES['rate']} cases: finite rate > 0 or UnitError")
 @settings(max_examples=EXAMPLES["rate"], **FAST)
 @given(text=_NUMBERISH)
@@ -162,6 +164,7 @@ _LABELS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: labels (parse_label)", f"{EXAMPLES['label']} cases: claims or one-line UsageError")
 @settings(max_examples=EXAMPLES["label"], **FAST)
 @given(text=_LABELS)
@@ -271,6 +274,7 @@ def cli_scratch(scratch):
     return scratch
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: command lines (main(argv))",
                       f"{EXAMPLES['cli']} cases: exit 0/2/3/4/6, one 'cardbench:' line, no traceback")
 @settings(max_examples=EXAMPLES["cli"], **FAST)
@@ -394,6 +398,7 @@ def import_files(draw) -> bytes:
     return "\n".join(lines).encode("utf-8", "surrogatepass")
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: import files (cardbench import)",
                       f"{EXAMPLES['import']} cases: imported or refused (exit 2), store intact")
 @settings(max_examples=EXAMPLES["import"], **FAST)
@@ -452,6 +457,7 @@ def db_bytes(kind: str, seed: int, good: bytes) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("bad input: corrupted or foreign --db files",
                       f"{EXAMPLES['db']} cases: read or refused (exit 6), foreign files untouched")
 @settings(max_examples=EXAMPLES["db"], **FAST)

@@ -147,6 +147,7 @@ DIR_FAULTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, when, fs_opts, words, after", DIR_FAULTS)
 def test_run_directory_fault(row, tmp_path, emu_dir, fault, when, fs_opts, words, after):
     """``after``: "gone" (the card no longer answers), "rw" (it answers, the filesystem stays
@@ -193,6 +194,7 @@ def test_run_directory_fault(row, tmp_path, emu_dir, fault, when, fs_opts, words
                  marks=pytest.mark.scenario("run DIR: SIGTERM at a random point",
                                             "exit 130 'stopped by SIGTERM', partial stored, files removed")),
 ])
+@pytest.mark.slow
 def test_run_directory_signal(row, tmp_path, emu_dir, sig, words):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 0.8) * ALL_IO
@@ -214,6 +216,7 @@ def test_run_directory_signal(row, tmp_path, emu_dir, sig, words):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("run DIR: SIGKILL at a random point", "next run removes the files; store intact")
 def test_run_directory_sigkill(row, tmp_path, emu_dir):
     db = tmp_path / "results.sqlite3"
@@ -256,6 +259,7 @@ PROBE = 21 * MiB
                  marks=pytest.mark.scenario("run DEVICE: SIGTERM mid raw_access",
                                             "exit 130 'SIGTERM', partial stored incomplete")),
 ])
+@pytest.mark.slow
 def test_run_device_fault(row, tmp_path, emu_dir, fault, words):
     db = tmp_path / "results.sqlite3"
     with card(size=64 * MiB, **RAW_RATES) as c:
@@ -300,6 +304,7 @@ def _preserve_run(c, db, tmp_path):
                  marks=pytest.mark.scenario("run --destructive --preserve: SIGTERM mid raw_write",
                                             "exit 130, every region restored (sha256 equal), no journal")),
 ])
+@pytest.mark.slow
 def test_preserve_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     db = tmp_path / "results.sqlite3"
     with card(size=64 * MiB, **PRESERVE_RATES) as c:
@@ -320,6 +325,7 @@ def test_preserve_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("run --destructive --preserve: SIGKILL at a random point of raw_write",
                       "journal kept; next invocation restores it (sha256 equal)")
 def test_preserve_sigkill(row, tmp_path, emu_dir, journal_root):
@@ -349,6 +355,7 @@ def test_preserve_sigkill(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("run --destructive --preserve: card pulled mid raw_write, then put back",
                       "exit 5 says the journal is kept; next invocation restores (sha256 equal)")
 def test_preserve_card_pulled_and_back(row, tmp_path, emu_dir, journal_root):
@@ -376,6 +383,7 @@ def test_preserve_card_pulled_and_back(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("run --destructive --preserve: card yanked for good mid raw_write",
                       "exit 5 says the journal is kept; journal stays while the card is gone")
 def test_preserve_card_yanked_for_good(row, tmp_path, emu_dir, journal_root):

@@ -125,6 +125,7 @@ def run_with_store_fault(row, tmp_path, db, fault, what: str, after=None) -> dic
     return printed
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("store full: results DB's filesystem fills during `cardbench run`",
                       "result printed, exit 9, kept in the outbox; `sync` after freeing space stores it once")
 def test_store_fills_during_run(row, tmp_path, emu_dir):
@@ -154,6 +155,7 @@ def test_store_fills_during_run(row, tmp_path, emu_dir):
     nothing_left(row, emu_dir)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("store read-only: results DB's filesystem remounted ro during `cardbench run`",
                       "result printed, exit 9, kept; the next save (another run) stores both, once")
 def test_store_read_only_during_run(row, tmp_path, emu_dir):
@@ -179,6 +181,7 @@ def test_store_read_only_during_run(row, tmp_path, emu_dir):
     nothing_left(row, emu_dir)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("store full: `verify --full` interrupted while the store is full, then --resume",
                       "partial kept in the outbox (exit 130); --resume stores one complete document")
 def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
@@ -210,6 +213,8 @@ def test_verify_full_resume_after_store_failure(row, tmp_path, emu_dir):
     nothing_left(row, emu_dir)
 
 
+@pytest.mark.slow
+@pytest.mark.timing   # a 0.5 s timer races card 3's setup and run
 @pytest.mark.scenario("demo drawer: store read-only for card 2, Ctrl-C during card 3",
                       "every finished card kept: card 1 stored, card 2 in the outbox; sync stores it")
 def test_drawer_interrupted_keeps_every_finished_card(row, emu_dir):
@@ -279,6 +284,7 @@ def stored_pg(url) -> list:
         return s.results()
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("PostgreSQL killed mid-save (inside the transaction)",
                       "no partial run; kept in the outbox; after a restart the next save stores both, once")
 def test_postgres_killed_mid_save(row, pg, pg_db):
@@ -313,6 +319,7 @@ def test_postgres_killed_mid_save(row, pg, pg_db):
     row.lost("nothing")
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("PostgreSQL down at the end of `cardbench run`",
                       "result printed, exit 9, kept; after a restart `sync` stores it once (twice: no duplicate)")
 def test_postgres_down_at_end_of_run(row, tmp_path, emu_dir, pg, pg_db):
@@ -345,6 +352,7 @@ print("sync", sync(url).lines()[0], flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("two stations at once on PostgreSQL, server restarted mid-way",
                       "every result of both stations stored exactly once (outbox, then the next save or sync)")
 def test_two_stations_at_once(row, tmp_path, pg, pg_db):

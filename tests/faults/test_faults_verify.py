@@ -55,6 +55,7 @@ def incomplete_doc(db, *words) -> dict:
                  marks=pytest.mark.scenario("verify quick: SIGTERM at a random point",
                                             "exit 130, card restored (sha256 equal), partial doc stored")),
 ])
+@pytest.mark.slow
 def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 1.5)
@@ -86,6 +87,7 @@ def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: SIGKILL at a random point",
                       "journal kept; next invocation restores the card (sha256 equal)")
 def test_quick_sigkill(row, tmp_path, emu_dir, journal_root):
@@ -115,6 +117,7 @@ def test_quick_sigkill(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: card pulled mid-verify, then put back",
                       "exit 5, doc stored incomplete; journal kept, restored once back (sha256 equal)")
 def test_quick_card_pulled(row, tmp_path, emu_dir, journal_root):
@@ -159,6 +162,7 @@ def _verify_files(mnt) -> list[str]:
                  marks=pytest.mark.scenario("verify --full DIR: fs goes read-only mid-write (ext4 error)",
                                             "exit 5 'read-only', doc stored incomplete")),
 ])
+@pytest.mark.slow
 def test_full_fault(row, tmp_path, emu_dir, fault, words):
     db = tmp_path / "results.sqlite3"
     opts = {"mount_options": "errors=remount-ro"} if fault == "ro" else {}
@@ -191,6 +195,7 @@ def test_full_fault(row, tmp_path, emu_dir, fault, words):
                  marks=pytest.mark.scenario("verify --full DIR: SIGKILL at a random point",
                                             "next verify removes the killed run's files and finishes clean")),
 ])
+@pytest.mark.slow
 def test_full_interrupted(row, tmp_path, emu_dir, sig):
     db = tmp_path / "results.sqlite3"
     delay = RNG.uniform(0.0, 3.0)   # the fill lasts ~2.8 s, the read-back ~1.4 s
@@ -224,6 +229,7 @@ def test_full_interrupted(row, tmp_path, emu_dir, sig):
 
 # -- bad areas: a result, or a fault of the run ---------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify quick: EIO on writes in a range (the last quarter)",
                       "exit 5: saved bytes there cannot go back, journal kept; restored once it heals")
 def test_quick_write_errors_in_a_range(row, tmp_path, emu_dir, journal_root):
@@ -249,6 +255,7 @@ def test_quick_write_errors_in_a_range(row, tmp_path, emu_dir, journal_root):
     nothing_left(row, emu_dir, db)
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("verify --full DIR: EIO on reads in a range",
                       "a result, not a fault: exit 0, verdict damaged, usable < announced, files removed")
 def test_full_read_errors_in_a_range(row, tmp_path, emu_dir):

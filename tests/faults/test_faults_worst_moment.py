@@ -52,6 +52,7 @@ def test_raw_write_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir):
     assert leftovers(emu_dir) == []
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("Ctrl-C inside the data generator: verify --full DIR",
                       "Interrupted (not BufferError), partial doc attached, files kept for --resume")
 def test_verify_full_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir):
@@ -70,6 +71,7 @@ def test_verify_full_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir
     assert leftovers(emu_dir) == []
 
 
+@pytest.mark.slow
 @pytest.mark.scenario("Ctrl-C inside the data generator: verify DEVICE (quick)",
                       "Interrupted (not BufferError), partial doc attached, card restored")
 def test_verify_quick_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cardbench_factories import make_result
 from click.testing import CliRunner
+from realparts import call_cli
 
 from cardbench.cli.results_cmd import export, import_cmd, results
 from cardbench.errors import StoreError, UsageError
@@ -30,9 +31,8 @@ def test_real_run_export_import_round_trip(tmp_path):
     target.mkdir()
     db1, db2 = tmp_path / "one.db", tmp_path / "two.db"
     for label in ("4X", "133x"):
-        r = subprocess.run([sys.executable, "-m", "cardbench", "run", str(target), "--size", "1MB", "--runs", "2",
-                            "--brand", "Test", "--label", label, "--db", str(db1), "--format", "json"],
-                           capture_output=True, text=True, timeout=120, env=ENV)
+        r = call_cli("run", str(target), "--size", "1MB", "--runs", "2",
+                     "--brand", "Test", "--label", label, "--db", str(db1), "--format", "json")
         assert r.returncode == 0, r.stderr[-2000:]
     runner = CliRunner()
     out = tmp_path / "export.json"

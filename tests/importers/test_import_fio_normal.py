@@ -185,6 +185,7 @@ def test_truncated_or_mangled_output_is_one_line_or_what_is_there():
         import_text(_swap(text, "total=0,", "total=x,"), path="mangled.txt")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
 def test_real_fio_normal_and_json_of_one_run(tmp_path):
     """This machine's fio, one run printed both ways: the human output stores what the JSON does."""

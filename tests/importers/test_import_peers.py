@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from realparts import ROOT, loop_device, mounted, run_cli
+from realparts import ROOT, loop_device, mounted, call_cli
 
 from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text
@@ -267,6 +267,7 @@ def test_real_f3probe_on_a_loop_device(tmp_path):
 
 # --- hdparm, dd ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.skipif(shutil.which("hdparm") is None, reason="hdparm not installed")
 def test_real_hdparm_on_a_loop_device(tmp_path):
@@ -337,19 +338,20 @@ def test_unknown_format_lists_what_was_tried():
         import_text("just some words\nand nothing more\n")
 
 
+@pytest.mark.slow
 def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
     db = str(tmp_path / "r.db")
     for _ in range(2):
-        r = run_cli("import", peer("kdiskmark_3.1.4.txt"), "--db", db)
+        r = call_cli("import", peer("kdiskmark_3.1.4.txt"), "--db", db)
         assert r.returncode == 0, r.stderr
     assert "units: KDiskMark 3.1.4" in r.stdout and "saved 1 result" in r.stdout
     with open_store(db) as s:
         assert s.count() == 1
-    r = run_cli("import", peer("f3probe_8.0_limbo.txt"), "--db", db)
+    r = call_cli("import", peer("f3probe_8.0_limbo.txt"), "--db", db)
     assert r.returncode == 0 and "verify: COUNTERFEIT (dropped)" in r.stdout
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\n")
-    r = run_cli("import", str(bad), "--db", db)
+    r = call_cli("import", str(bad), "--db", db)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "tried" in r.stderr
 
 

@@ -233,6 +233,7 @@ def test_rows_computed_from_printed_figures_are_never_errors(row):
     assert notes == []                        # the author's own arithmetic: not even a note
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows, st.sampled_from(["avg", "write_rate", "write_x", "read_x"]), st.floats(1.5, 20.0),
        st.sampled_from([-1, 1]))

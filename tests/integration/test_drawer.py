@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from realparts import can_emulate, emulators_under, run_cli
+from realparts import call_cli, can_emulate, emulators_under, run_cli
 
 from cardbench.units import MB, MiB
 
@@ -58,6 +58,7 @@ class Drawer:
             return self.proc.wait(10)
 
 
+@pytest.mark.slow
 def test_drawer_session_three_cards_one_counterfeit(tmp_path):
     """Done-when 1: three emulated cards, inserted one after another (one a counterfeit), each
     gets its JSON line within 4 minutes, raw_read within 5% of the set rate, the counterfeit is
@@ -111,6 +112,7 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
     assert json.loads(run_cli("export", "--db", db).stdout)["sessions"][0]["id"] == session["id"]
 
 
+@pytest.mark.slow
 def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
     """A card yanked while under test: stored as incomplete with its error; the next card is tested."""
     from cardbench.drawer import DrawerOptions, DrawerSession
@@ -158,6 +160,7 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
     assert stored[second.result.id].complete
 
 
+@pytest.mark.slow
 def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
     """Ctrl-C while the quick verify is writing: the card is put back as it was, the partial
     result is stored as incomplete, the session ends with its table (exit 130), nothing is left."""
@@ -192,6 +195,7 @@ def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
         assert not doc["complete"]
 
 
+@pytest.mark.slow
 def test_not_root_says_what_it_cannot_run(tmp_path):
     """An unprivileged user: the drawer says unmounted cards cannot be read raw nor verified, and
     a card it cannot read is said not tested (not a failure); --cards 1 ends the session."""
@@ -223,6 +227,7 @@ def test_not_root_says_what_it_cannot_run(tmp_path):
     assert "Traceback" not in out and "FAILED" not in out
 
 
+@pytest.mark.slow
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
     """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
     the capped reader's ceiling within 5%, as direct evidence."""
@@ -244,7 +249,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
                                                                reader=Reader(name=name)))
             with open_store(db) as store:
                 store.save(result)
-    p = run_cli("readers", "--db", db, "--json")
+    p = call_cli("readers", "--db", db, "--json")
     assert p.returncode == 0, p.stderr
     rows = {r["name"]: r for r in json.loads(p.stdout)}
     capped = rows["capped reader"]
@@ -252,10 +257,11 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
     assert capped["ceiling_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
     assert "through the other reader (fast reader)" in capped["evidence"]
     assert rows["fast reader"]["ceiling_bytes_per_s"] is None
-    p = run_cli("readers", "--db", db)
+    p = call_cli("readers", "--db", db)
     assert p.returncode == 0 and "capped reader: caps reads at" in p.stdout and "same card" in p.stdout
 
 
+@pytest.mark.slow
 def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
     """Done-when 3: two cards behind one emulated reader with a ceiling, each faster alone than the
     reader carries: `readers --probe DEV1 DEV2 --json` names the shared ceiling within 5%."""
@@ -268,8 +274,8 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
             a = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot1"))
             b = reader.add_card(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="slot2"))
             db = str(tmp_path / "probe.db")
-            p = run_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1", "--db", db,
-                        "--reader", "two-slot")
+            p = call_cli("readers", "--probe", a.device, b.device, "--json", "--seconds", "1", "--db", db,
+                         "--reader", "two-slot")
             assert p.returncode == 0, p.stderr
             finding = json.loads(p.stdout)
             assert finding["kind"] == "probe" and finding["confidence"] == "likely"
@@ -283,5 +289,5 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
             assert row["kind"] == "probe" and row["confidence"] == "likely"
             assert row["ceiling_bytes_per_s"] == pytest.approx(finding["ceiling_bytes_per_s"])
             assert json.loads(run_cli("export", "--db", db).stdout)["probes"][0]["id"] == finding["probe_id"]
-            p = run_cli("readers", "--probe", a.device)
+            p = call_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr

@@ -1,12 +1,21 @@
-"""Does the card meet its label? Emulated cards set 5% above and 5% below each threshold of the
-X, C, U, V and A classes, run through `cardbench run` (library and command line): every verdict
-right, every margin (measured / required - 1, as judged and as printed) within 3% of the set one.
+"""Does the card meet its label? Cards 5% above and 5% below each threshold of the X, C, U, V
+and A classes: every verdict right, every margin (measured / required - 1, as judged and as
+printed) within 3% of the set one.
 
-One emulated card (ext4 on a paced loop device) serves every scenario: its rates are set live
-between runs. Thresholds: 4X (0.6 MB/s read) and 133X (19.95 MB/s read); C6/V6 (6 MB/s),
-C10/U1/V10 (10 MB/s), U3/V30 (30 MB/s), V60, V90 (sequential write); A1 and A2 (4 KiB random
-read/write IOPS 1500/500 and 4000/2000 through the emulator's per-request latency, plus the
-10 MB/s sustained write, judged on seq_write).
+Two layers (verdicts are pure functions of a result):
+
+* every scenario judged on a synthetic :class:`Result` built at the set figures, the tests a run
+  makes for that label (seq_write, cold_read, and the app set for an A label), with a little
+  run-to-run spread: ``check_result`` as the runner calls it, then the table as printed
+  (milliseconds each: this is where the threshold logic is proved);
+* a few end-to-end points on an emulated card (ext4 on a paced loop device, its rates set live
+  between runs), through ``run_directory`` and the command line: they prove the emulator, the
+  measurement and the verdicts agree (A1 through the emulator's per-request latency and the
+  10 MB/s line, C6/V6, and U3/V30/133X either side printed by ``cardbench run``).
+
+Thresholds: 4X (0.6 MB/s read) and 133X (19.95 MB/s read); C6/V6 (6 MB/s), C10/U1/V10 (10 MB/s),
+U3/V30 (30 MB/s), V60, V90 (sequential write); A1 and A2 (4 KiB random read/write IOPS 1500/500
+and 4000/2000, plus the 10 MB/s sustained write, judged on seq_write).
 
 A2's random-IOPS shortfall is ``inconclusive`` on a host not known to queue commands (the class
 relies on the host's command queuing and cache [S15][S22]); with ``target["command_queuing"]``
@@ -22,19 +31,26 @@ from dataclasses import dataclass
 
 import pytest
 
-from realparts import ROOT, emulators_under, run_cli
+from realparts import ROOT, call_cli, emulators_under
 from verdict_emulation import (PhaseSettings, collapsed, iops_settings, margin_close,
                                printed_claims)
 
 from cardbench.progress import NullProgress
 from cardbench.report import render_result
-from cardbench.result import Card, Result
+from cardbench.result import Card, Result, Run, TestResult
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
-from cardbench.verdicts import INDICATIVE_NOTE, judge, parse_label
+from cardbench.verdicts import INDICATIVE_NOTE, check_result, judge, parse_label
 
-pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
-              pytest.mark.needs_root, pytest.mark.slow]
+_EMULATED_MARKS = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
+                   pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
+
+
+def emulated(test):
+    """An end-to-end point on the emulated card (the rest are judged on synthetic results only)."""
+    for mark in _EMULATED_MARKS:
+        test = mark(test)
+    return test
 
 #: a set margin this close to 0 is a threshold case (+-5%): its measured margin is checked to 3%
 NEAR = 0.10
@@ -182,7 +198,69 @@ def report(record: list[tuple]) -> None:
               f"{unit:4} margin {margin:+7.2%} {verdict}")
 
 
-@pytest.mark.parametrize("sc", LIBRARY, ids=[s.id for s in LIBRARY])
+#: run-to-run spread of the synthetic results: the middle run at the set figure, one 1% under and
+#: one 1% over (as a quiet emulated card measures; the margins are judged on the median)
+SPREAD = (0.99, 1.0, 1.01)
+APP_TESTS = ("rand_read_4k_q1t1", "rand_write_4k_q1t1", "rand_read_4k_q32t1", "rand_write_4k_q32t1")
+
+
+def synthetic_result(sc: Scenario) -> Result:
+    """What ``run_directory`` returns for ``sc`` on a card that does exactly the set figures:
+    seq_write and cold_read at the set rates (sc.runs runs of sc.size bytes), and for an A label
+    the app set at the set IOPS (4 KiB, sc.duration seconds a run); judged by check_result, as
+    the runner judges it."""
+    def seq(name: str, rate: float) -> TestResult:
+        return TestResult(name=name, method={}, runs=[Run(bytes=sc.size, seconds=sc.size / (rate * f))
+                                                      for f in SPREAD[:sc.runs]])
+
+    def rand(name: str, iops: float) -> TestResult:
+        runs = []
+        for f in SPREAD[:sc.runs]:
+            ops = round(iops * f * sc.duration)
+            runs.append(Run(bytes=ops * 4096, seconds=sc.duration, ops=ops))
+        return TestResult(name=name, method={"block_size": 4096}, runs=runs)
+
+    tests = [seq("seq_write", sc.write * MB), seq("cold_read", sc.read * MB)]
+    if sc.iops:
+        tests += [rand(n, sc.iops[0] if "_read_" in n else sc.iops[1]) for n in APP_TESTS]
+    result = Result(target={"kind": "directory"}, card=Card(name=sc.id, label=sc.label), tests=tests)
+    check_result(result)
+    return result
+
+
+@pytest.mark.parametrize("sc", LIBRARY + CLI, ids=[s.id for s in LIBRARY + CLI])
+def test_label_thresholds_judged(sc):
+    """Every scenario, judged on a synthetic result at the set figures: the threshold logic
+    (verdicts, margins as judged and as printed, the A2 queuing rule) without real time."""
+    result = synthetic_result(sc)
+    assert not result.warnings, result.warnings
+    record, problems = check_rows(result, sc)
+    assert not problems, "\n".join(problems)
+    # the set figures, not a neighbourhood of them: the judged margin is the set margin
+    for sid, claim, direction, set_value, measured, margin, verdict in record:
+        assert measured == pytest.approx(set_value, rel=5e-3), (claim, direction)   # whole ops
+    report(record)
+    if sc.label == "A2":
+        check_a2_with_command_queuing(result, sc)
+
+
+def check_a2_with_command_queuing(result: Result, sc: Scenario) -> None:
+    """The same figures on a host known to queue commands: a shortfall is the card's."""
+    result.target["command_queuing"] = True
+    queued = {r["direction"]: r["verdict"] for r in judge(result, parse_label("A2"))}
+    want = "meets" if sc.iops[1] > 2000 else "fails"
+    assert queued == {"random read": want, "random write": want, "sustained write": want}
+
+
+#: the scenarios also run end to end on the emulated card: A1 with C10/U1/V10/133X (random IOPS
+#: through the per-request latency, the 10 MB/s line, the app set added by the label) and C6/V6
+#: (the 6 MB/s line, met); the command line adds U3/V30/133X either side. Every other scenario
+#: is judged on synthetic results above (V60 alone took 5-17 s here: 32 MiB a run, 3 runs)
+EMULATED = ["a1_c10_below", "c6_v6_above"]
+
+
+@pytest.mark.parametrize("sc", [s for s in LIBRARY if s.id in EMULATED], ids=lambda s: s.id)
+@emulated
 def test_label_thresholds(card_fs, sc):
     card, mnt = card_fs
     seq = {"latency": 0.0, "write_rate": sc.write * MB, "read_rate": sc.read * MB}
@@ -211,13 +289,10 @@ def test_label_thresholds(card_fs, sc):
     assert not problems, "\n".join(problems)
     report(record)
     if sc.label == "A2":
-        # the same figures on a host known to queue commands: a shortfall is the card's
-        result.target["command_queuing"] = True
-        queued = {r["direction"]: r["verdict"] for r in judge(result, parse_label("A2"))}
-        want = "meets" if sc.iops[1] > 2000 else "fails"
-        assert queued == {"random read": want, "random write": want, "sustained write": want}
+        check_a2_with_command_queuing(result, sc)
 
 
+@emulated
 def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
     """`cardbench run DIR --label ... --verbose`: the table says once that the verdicts are
     indicative (a USB reader cannot reproduce the SD bus test conditions) and prints the margins,
@@ -230,7 +305,7 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
     for sc, fmt in zip(CLI, ("json", "table")):
         for attempt in range(1, ATTEMPTS + 1):
             card.set(latency=0.0, write_rate=sc.write * MB, read_rate=sc.read * MB)
-            p = run_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--label", sc.label,
+            p = call_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--label", sc.label,
                         "--name", sc.id, "--reader", CLI_READER, "--db", db, "--format", fmt, "--verbose",
                         timeout=120)
             assert p.returncode == 0, p.stderr

@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from realparts import ROOT, emulators_under, run_cli
+from realparts import ROOT, emulators_under, call_cli
 
 from cardbench.result import Reader, Result
 from cardbench.store import open_store
@@ -26,7 +26,7 @@ from cardbench.units import MB, MiB
 from cardbench.verdicts import rejudge_reader
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
-              pytest.mark.needs_root, pytest.mark.slow]
+              pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
 
 C = 20 * MB
 CEILING_READER = "usb reader with a ceiling"
@@ -75,7 +75,7 @@ def _run_cards(reader, cards, reader_name: str, db: str, ceiling: float | None) 
         expect = {"cold_read": min(read * MB, top), "seq_write": min(write * MB, top)}
         with card.filesystem("ext4") as mnt:
             for attempt in range(1, ATTEMPTS + 1):
-                p = run_cli("run", mnt, "--size", f"{mib}MiB", "--runs", "2", "--name", name, "--label", label,
+                p = call_cli("run", mnt, "--size", f"{mib}MiB", "--runs", "2", "--name", name, "--label", label,
                             "--reader", reader_name, "--db", db, "--format", "json", timeout=180)
                 assert p.returncode == 0, p.stderr
                 doc = json.loads(p.stdout)
@@ -108,7 +108,7 @@ def test_reader_ceiling_marks_the_fast_cards_and_only_them(emu_dir, tmp_path):
     assert "limited by the reader" in (last.test("cold_read").limited_by or "")
     assert _verdicts(last)[("150X", "read")] == "inconclusive"
 
-    p = run_cli("readers", "--db", db, "--format", "json")
+    p = call_cli("readers", "--db", db, "--format", "json")
     assert p.returncode == 0, p.stderr
     rows = {r["name"]: r for r in json.loads(p.stdout)}
     seen = rows[CEILING_READER]
@@ -116,7 +116,7 @@ def test_reader_ceiling_marks_the_fast_cards_and_only_them(emu_dir, tmp_path):
     assert seen["ceiling_bytes_per_s"] == pytest.approx(C, rel=0.05), seen["evidence"]
     free = rows[FREE_READER]
     assert free["ceiling_bytes_per_s"] is None and free["confidence"] == "none", free
-    p = run_cli("readers", "--db", db)
+    p = call_cli("readers", "--db", db)
     assert p.returncode == 0 and f"{seen['ceiling_bytes_per_s'] / MB:.3g} MB/s" in p.stdout, p.stdout
 
     with open_store(db) as store:

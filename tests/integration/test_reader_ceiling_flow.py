@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from realparts import run_cli
+from realparts import call_cli
 from verdict_emulation import stored_run_result
 
 from cardbench.result import Reader
@@ -89,6 +89,7 @@ def test_other_readers_imports_partial_runs_and_unnamed_readers_are_left_alone(t
         assert all(stored[n].test("cold_read").limited_by is None for n in ("u1", "u2", "u3"))
 
 
+@pytest.mark.timing
 def test_emulated_reader_ceiling_holds_after_the_card_set_the_pace():
     """The emulator's pacing model: behind a reader with a ceiling C, a card faster than C reads at
     C also right after writes the card itself paced (slower than C), with back-to-back requests.
@@ -123,12 +124,12 @@ def test_readers_rejudge_catches_up_a_store_filled_before(tmp_path):
     with open_store(db) as store:
         for name, write in (("a", 5 * MB), ("b", 9 * MB), ("c", 14 * MB)):
             store.save(stored_run_result(name, 20 * MB, write, reader=READER, label="150X"))
-    p = run_cli("readers", "--db", db, "--format", "json", "--rejudge")
+    p = call_cli("readers", "--db", db, "--format", "json", "--rejudge")
     assert p.returncode == 0, p.stderr
     assert "3 stored result(s) judged again" in p.stderr
     assert json.loads(p.stdout)[0]["confidence"] == "likely"
     with open_store(db) as store:
         assert all(r.test("cold_read").limited_by and _verdicts(r)[("150X", "read")] == "inconclusive"
                    for r in store.results())
-    p = run_cli("readers", "--db", db, "--rejudge")
+    p = call_cli("readers", "--db", db, "--rejudge")
     assert p.returncode == 0 and "0 stored result(s) judged again" in p.stderr

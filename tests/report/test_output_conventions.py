@@ -14,7 +14,7 @@ import pytest
 from cardbench_factories import make_result
 
 from cardbench.store import open_store
-from realparts import run_cli
+from realparts import call_cli
 
 #: what must never appear in default (non-JSON, non-verbose) output
 INTERNAL = re.compile(r"\buser:[^\s]*\||\bname:unknown\b|\busb:[0-9a-f]{4}:|\[S\d+\]")
@@ -33,43 +33,44 @@ def db(tmp_path):
 @pytest.mark.parametrize("argv", [["results"], ["readers"], ["export"], ["report"], ["compare", "lexar", "sandisk"],
                                   ["results", "--format", "json"], ["report", "--format", "json", "--json"]])
 def test_json_is_one_document(db, argv):
-    p = run_cli(*argv, "--db", db, "--json")
+    p = call_cli(*argv, "--db", db, "--json")
     assert p.returncode == 0, p.stderr
     json.loads(p.stdout)             # one document, nothing before or after it
     assert p.stderr == ""
 
 
 def test_list_json_is_one_document():
-    p = run_cli("list", "--json")
+    p = call_cli("list", "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["schema"] == "cardbench.devices/1"
 
 
 def test_json_and_another_format_contradict(db):
-    p = run_cli("results", "--db", db, "--json", "--format", "csv")
+    p = call_cli("results", "--db", db, "--json", "--format", "csv")
     assert p.returncode == 2 and "contradict" in p.stderr and p.stdout == ""
 
 
 @pytest.mark.parametrize("argv", [["results"], ["readers"], ["report"], ["compare", "lexar", "sandisk"],
                                   ["results", "--json"]])
 def test_quiet_prints_nothing(db, argv):
-    p = run_cli(*argv, "--db", db, "--quiet")
+    p = call_cli(*argv, "--db", db, "--quiet")
     assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
 
 
 def test_quiet_still_prints_errors(tmp_path):
-    p = run_cli("results", "--db", str(tmp_path / "missing.db"), "--quiet")
+    p = call_cli("results", "--db", str(tmp_path / "missing.db"), "--quiet")
     assert p.returncode == 6 and p.stdout == "" and p.stderr.startswith("cardbench: ")
 
 
 def test_results_id_shows_every_run_then_the_answer(db):
     with open_store(db) as s:
         rid = s.results(card="lexar")[0].id
-    out = run_cli("results", "--db", db, "--id", rid[:8]).stdout
+    out = call_cli("results", "--db", db, "--id", rid[:8]).stdout
     assert "95% CI of mean" in out and "user:Lexar" in out       # the detail keeps the identity key
     assert out.index("95% CI of mean") < out.index("This card")  # ... and ends with the answer
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 def test_imported_fio_random_read_has_a_meaningful_row(tmp_path):
     fio = subprocess.run(["fio", "--name=randread4k", "--filename=f.bin", "--size=4M", "--rw=randread",
@@ -81,8 +82,8 @@ def test_imported_fio_random_read_has_a_meaningful_row(tmp_path):
     mb_s, iops = job["io_bytes"] / (job["runtime"] / 1000) / 1e6, job["total_ios"] / (job["runtime"] / 1000)
     (tmp_path / "fio.json").write_text(fio.stdout[fio.stdout.index("{"):])
     db = str(tmp_path / "r.db")
-    assert run_cli("import", str(tmp_path / "fio.json"), "--fio", "--db", db).returncode == 0
-    out = run_cli("results", "--db", db).stdout
+    assert call_cli("import", str(tmp_path / "fio.json"), "--fio", "--db", db).returncode == 0
+    out = call_cli("results", "--db", db).stdout
     assert "(unnamed card)" not in out
     row = " ".join(out.split())        # the notes may wrap: read the table as words
     # named from its source: the importer names the card after fio's file (else the drawer says
@@ -92,7 +93,7 @@ def test_imported_fio_random_read_has_a_meaningful_row(tmp_path):
     assert m, out
     assert float(m.group(1)) == pytest.approx(mb_s, rel=0.01)
     assert float(m.group(2).replace(",", "")) == pytest.approx(iops, rel=0.01)
-    csv_out = run_cli("results", "--db", db, "--format", "csv").stdout
+    csv_out = call_cli("results", "--db", db, "--format", "csv").stdout
     assert "rand_read_4k_q1t1" in csv_out
 
 

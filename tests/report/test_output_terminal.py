@@ -88,6 +88,7 @@ def _fits(screen: str, width: int) -> None:
     assert not long, f"lines over {width} columns:\n" + "\n".join(long)
 
 
+# not slow (2.5 s): the module's later tests read the store this run fills, also under --quick
 def test_run_at_80_columns_ends_with_the_answer(term, card_fs):
     mnt, db = card_fs
     rc, screen = term.run(["run", mnt, "--brand", "Lexar", "--capacity", "48MB", "--label", "4X", "--size", "1MB",
@@ -107,6 +108,7 @@ def test_run_at_80_columns_ends_with_the_answer(term, card_fs):
     assert re.search(r"4X needs 0\.600 MB/s", screen)
 
 
+@pytest.mark.slow
 def test_verbose_run_at_120_columns(term, card_fs):
     mnt, db = card_fs
     rc, screen = term.run(["run", mnt, "--brand", "Lexar", "--label", "4X", "--size", "1MB", "--runs", "2",
@@ -131,6 +133,7 @@ def test_other_commands_fit_80_columns(term, card_fs, argv):
     assert not INTERNAL.search(screen), screen
 
 
+@pytest.mark.slow
 def test_help_fits_and_ends_with_examples(term):
     from cardbench.cli import cli
     for name in sorted(cli.commands):

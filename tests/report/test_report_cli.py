@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cardbench.cli.results_cmd import compare, report, results
 from cardbench.errors import UsageError
 from cardbench.store import open_store
-from realparts import run_cli
+from realparts import call_cli
 
 
 def _ok(r):
@@ -98,19 +98,19 @@ def test_report_html_and_md(db, tmp_path):
 def test_reading_a_missing_db_is_refused(tmp_path, monkeypatch, argv):
     # a mistyped --db must not become a new empty database that then lists nothing
     missing = tmp_path / "reslts.sqlite3"
-    p = run_cli(*argv, "--db", str(missing))
+    p = call_cli(*argv, "--db", str(missing))
     assert p.returncode == 6, (p.stdout, p.stderr)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"no results database at {missing}" in lines[0], p.stderr
     assert not missing.exists()
     monkeypatch.setenv("CARDBENCH_DB", str(missing))
-    p = run_cli(*argv)
+    p = call_cli(*argv)
     assert p.returncode == 6 and "no results database" in p.stderr
     assert not missing.exists()
 
 
 def test_reading_an_existing_db_through_the_environment(db, monkeypatch):
     monkeypatch.setenv("CARDBENCH_DB", db)
-    p = run_cli("readers", "--format", "json")
+    p = call_cli("readers", "--format", "json")
     assert p.returncode == 0, p.stderr
     assert {r["name"] for r in json.loads(p.stdout)} >= {"Reader One", "Reader Two"}

@@ -31,6 +31,7 @@ def _rich_result() -> Result:
     return r
 
 
+@pytest.mark.slow
 def test_round_trip_exact(url):
     r = _rich_result()
     with open_store(url) as st:

@@ -134,6 +134,7 @@ def test_postgres_without_psycopg(monkeypatch):
         open_store("postgresql://u@127.0.0.1:1/x")
 
 
+@pytest.mark.slow
 def test_postgres_unreachable_redacts_password():
     pytest.importorskip("psycopg")
     with pytest.raises(StoreError) as ei:

@@ -33,6 +33,7 @@ def locked(db, monkeypatch):
     return con
 
 
+@pytest.mark.slow
 def test_locked_past_the_timeout_is_shown_then_kept_then_synced_once(tmp_path, monkeypatch, own_data_dir):
     db = str(tmp_path / "r.sqlite3")
     with open_store(db) as s:
@@ -107,6 +108,7 @@ def test_newest_copy_wins_and_unreadable_files_are_set_aside(tmp_path, own_data_
     assert [(d["id"], d["complete"]) for d in docs] == [(doc["id"], True)]
 
 
+@pytest.mark.slow
 def test_outbox_that_cannot_be_written_is_said(tmp_path, monkeypatch):
     """The store and the outbox both fail: exit 6, and the line says only the printed copy remains."""
     data = tmp_path / "data-is-a-file"
@@ -144,6 +146,7 @@ def test_a_stored_result_is_judged_with_its_reader(tmp_path):
         assert "limited by the reader" in (s.get(results[2].id).test("cold_read").limited_by or "")
 
 
+@pytest.mark.slow
 @pytest.mark.needs_root
 def test_filesystem_full_mid_save(tmp_path, own_data_dir):
     """The SQLite file's filesystem (a small real ext4) fills up while a big result is being saved:

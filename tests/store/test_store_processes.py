@@ -109,6 +109,7 @@ def url(request, tmp_path):
     return request.getfixturevalue("pg_url")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_save_leaves_no_partial_run(url, tmp_path):
     before = make_result()
     with open_store(url) as st:
@@ -137,6 +138,7 @@ def test_sigkill_mid_save_leaves_no_partial_run(url, tmp_path):
         assert st.count() == 2
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_sqlite(tmp_path):
     url = str(tmp_path / "loop.sqlite3")
     open_store(url).close()
@@ -181,6 +183,7 @@ def test_two_writers_lose_nothing(url, tmp_path):
         assert st.check() == []
 
 
+@pytest.mark.slow
 def test_two_processes_migrating_a_fresh_database(url, tmp_path):
     """Both open (and so create) the schema at once; both then save."""
     go = tmp_path / "go"

@@ -123,6 +123,7 @@ def test_reader_evidence_says_when_the_mode_allows_more():
     assert "which allows more: the transfer mode does not explain the ceiling" in found["evidence"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_root
 @pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices (emulated cards)")
 def test_measured_on_emulated_cards_at_and_above_the_mode(tmp_path):

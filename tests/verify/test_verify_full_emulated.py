@@ -31,6 +31,7 @@ def ours(d: str) -> list[str]:
     return [n for n in os.listdir(d) if FILE_RE.match(n) or n == STATE_NAME]
 
 
+@pytest.mark.slow
 def test_ext4_on_a_wraparound_card():
     with card(512 * MiB, 256 * MiB, "wraparound") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
         doc = verify_full(mnt, seed=1, state_dir=STATE)
@@ -50,6 +51,7 @@ def test_ext4_on_a_wraparound_card():
     assert os.listdir(STATE) == []
 
 
+@pytest.mark.slow
 def test_ext4_on_a_drop_card_and_files_kept():
     with card(256 * MiB, 100 * MiB, "drop") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
         doc = verify_full(mnt, seed=2, keep_files=True, state_dir=STATE)
@@ -60,6 +62,7 @@ def test_ext4_on_a_drop_card_and_files_kept():
     assert doc["files_kept"] and len([n for n in left if n != STATE_NAME]) == len(doc["files"])
 
 
+@pytest.mark.slow
 def test_genuine_ext4():
     with card(128 * MiB) as c, c.filesystem("ext4") as mnt:
         doc = verify_full(mnt, seed=3, state_dir=STATE)
@@ -93,6 +96,7 @@ def test_resume_without_a_run():
             verify_full(mnt, resume=True, state_dir=STATE)
 
 
+@pytest.mark.slow
 def test_whole_device_destructive(journal):
     with card(256 * MiB, 100 * MiB + 4096, "drop") as c:
         with pytest.raises(UsageError, match="--destructive"):
@@ -104,6 +108,7 @@ def test_whole_device_destructive(journal):
     assert os.listdir(journal) == []
 
 
+@pytest.mark.slow
 def test_whole_device_wraparound(journal):
     with card(256 * MiB, 96 * MiB, "wraparound") as c:
         doc = verify_full(c.device, destructive=True, seed=6, state_dir=journal)

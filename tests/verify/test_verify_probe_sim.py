@@ -127,6 +127,7 @@ def test_any_fake_size_within_a_sector(real_mib, extra, mode):
     assert r.usable_bytes == real
 
 
+@pytest.mark.slow
 def test_a_cache_bigger_than_assumed_needs_a_bigger_assumption():
     """The limit of any probe: a cache larger than what is written after a block hides its loss.
     The default assumption (size/64, >= 8 MiB) is stated in the result; a larger one catches it."""

@@ -35,6 +35,7 @@ def check_doc(doc: dict) -> None:
     (512 * MiB, 96 * MiB, "drop", 64 * MiB),
     (512 * MiB, 300 * MiB, "wraparound", 64 * MiB),
 ])
+@pytest.mark.slow
 def test_counterfeit_destructive(size, real, mode, cache, journal):
     kw = dict(cache_bytes=cache, cache_rate=1600e6) if cache else {}
     with card(size, real, mode, **kw) as c:
@@ -49,6 +50,7 @@ def test_counterfeit_destructive(size, real, mode, cache, journal):
     assert f"--last-sec={doc['usable_bytes'] // 512 - 1}" in doc["fix"]["alternatives"]["f3fix"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,cache", [(256 * MiB, 0), (1024 * MiB, 64 * MiB)])
 def test_genuine_is_genuine_and_untouched(size, cache, journal):
     kw = dict(cache_bytes=cache, cache_rate=1600e6) if cache else {}
@@ -65,6 +67,7 @@ def test_genuine_is_genuine_and_untouched(size, cache, journal):
     assert os.listdir(journal) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["wraparound", "drop"])
 def test_counterfeit_untouched_after_non_destructive(mode, journal):
     """Writes past the real end land on real data (wraparound): the journal is restored in
@@ -78,6 +81,7 @@ def test_counterfeit_untouched_after_non_destructive(mode, journal):
     assert before == after
 
 
+@pytest.mark.slow
 def test_io_error_ranges_make_it_damaged(journal):
     errors = [(100 * MiB, 116 * MiB, "both"), (300 * MiB, 301 * MiB + 512, "write")]
     with card(512 * MiB, errors=errors) as c:
@@ -88,6 +92,7 @@ def test_io_error_ranges_make_it_damaged(journal):
     assert doc["usable_bytes"] == 100 * MiB
 
 
+@pytest.mark.slow
 def test_removed_midway(journal):
     with card(512 * MiB) as c:
         doc = verify_device(c.device, journal_dir=journal, seed=4, progress=Trigger(512 * 1024, c.yank))
@@ -97,6 +102,7 @@ def test_removed_midway(journal):
     assert doc["preserve"]["status"] == "kept"       # restored later by recover_pending
 
 
+@pytest.mark.slow
 def test_interrupted_restores_then_raises(journal):
     with card(256 * MiB, 100 * MiB, "wraparound") as c:
         scribble(c.device, c, seed=3)
@@ -136,6 +142,7 @@ def test_time_budget(journal):
     assert "statement" in doc["confidence"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("destructive", [True, False])
 def test_reads_past_the_real_end_fail(destructive, journal):
     """A card smaller than it says, whose controller fails every I/O past its real end."""

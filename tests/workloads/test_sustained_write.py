@@ -93,6 +93,8 @@ def test_sustained_device_needs_allow_write():
         assert pat.judge(data, 0).ok       # every sector where it belongs, checked in one piece
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.skipif(not (ROOT and HAVE_FUSE), reason="needs root and /dev/fuse")
 def test_cache_of_an_emulated_card_is_found():
     """A card writing its first 24 MiB at 40 MB/s and then 12 MB/s: the cache end within 5%,
