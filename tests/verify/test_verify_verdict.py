@@ -8,7 +8,7 @@ import pytest
 from cardbench.importers import import_text
 from cardbench.patterns import CLASSES, SECTOR
 from cardbench.verify.full_run import FillRun
-from cardbench.verify.verdict import at_end, file_losses, judge_fill
+from cardbench.verify.verdict import at_end, file_losses, in_card_order, judge_fill
 
 FILE_SECTORS = 2048           # 1 MiB "files" (f3's are 1 GiB; the rule does not care)
 FILES = 8
@@ -135,3 +135,22 @@ def test_the_tools_own_sentence_is_shown_beside_the_verdict():
                       "0 KByte DATA LOST (0 sectors)\nH2testw v1.4\n").verify_docs[0]
     rows = dict(verify_details(doc))
     assert rows["verdict"] == "GENUINE" and rows["H2testw said"] == "The media is likely to be defective."
+
+
+def test_losses_are_judged_in_the_cards_order_not_the_fills():
+    """A filesystem places fill files where it likes: a fake card of 6 real units out of 8, its fill
+    files written to card units 6, 0, 1, 2, 3, 4, 5, 7 (the first file in a block group near the
+    end), loses the first and the last file: scattered in fill order, but the end of the card's data."""
+    unit = 1 << 20
+    data = [(k * unit, unit) for k in (6, 0, 1, 2, 3, 4, 5, 7)]                 # fill order
+    lost_on_card = [(6 * unit, unit), (7 * unit, unit)]
+    fill_order = [[0, unit], [7 * unit, 8 * unit]]
+    assert judge_fill(written=8 * unit, lost=fill_order)[0] == "damaged"
+    card_order = in_card_order(data, lost_on_card)
+    assert card_order == [[6 * unit, 8 * unit]]
+    assert judge_fill(written=8 * unit, lost=card_order) == ("counterfeit", "dropped")
+    # scattered on the card too: damage
+    scattered = in_card_order(data, [(1 * unit, unit), (4 * unit, unit)])
+    assert judge_fill(written=8 * unit, lost=scattered)[0] == "damaged"
+    # a lost piece spanning two adjacent extents, and one outside the data (ignored)
+    assert in_card_order([(0, 10), (10, 10), (100, 5)], [(5, 10), (50, 3)]) == [[5, 15]]

@@ -20,7 +20,7 @@ from cardbench.errors import Interrupted
 from cardbench.progress import NullProgress
 from cardbench.verify.doc import fix_for, new_doc, now_iso
 from cardbench.verify.full_state import MiB, STATE_SCHEMA
-from cardbench.verify.verdict import judge_fill
+from cardbench.verify.verdict import in_card_order, judge_fill
 
 CHUNK = 4 * MiB
 MAX_RANGES = 256
@@ -306,6 +306,22 @@ class FillRun:
 
     def planned_total(self) -> int: ...
 
+    def _lost_in_card_order(self, units: list[dict], physical_ok: bool) -> list[list[int]]:
+        """The lost ranges laid out in the card's order (verdict.in_card_order) when every written
+        unit maps to the card, else in fill order."""
+        if not (physical_ok and self.lost_virtual):
+            return self.lost_virtual
+        data: list[tuple[int, int]] = []
+        lost: list[tuple[int, int]] = []
+        for todo, out in (([(u["base"], u["written"]) for u in units], data),
+                          ([(s, e - s) for s, e in self.lost_virtual], lost)):
+            for start, length in todo:
+                pieces = self.physical(start, length)
+                if pieces is None:
+                    return self.lost_virtual
+                out += pieces
+        return in_card_order(data, lost)
+
     # -- the document --------------------------------------------------------------------------------
     def finish(self, *, announced: int, device: str | None, offset_on_device: int, physical_ok: bool,
                whole_size: int | None) -> None:
@@ -336,8 +352,10 @@ class FillRun:
         basis = "announced (every byte written read back right)"
         tail_start = None
         abnormal = self.gone or bool(self.stopped and self.stopped not in ("full", "limit"))
-        # the one rule (verify/verdict.py), on the lost ranges in fill order (a device's own order)
-        verdict, kind = judge_fill(written=written, lost=self.lost_virtual, wrapped=overwritten > 0,
+        # the one rule (verify/verdict.py), on the lost ranges in the card's order where the fill is
+        # mapped to the card (a filesystem places files where it likes), else in fill order
+        verdict, kind = judge_fill(written=written, lost=self._lost_in_card_order(units, physical_ok),
+                                   wrapped=overwritten > 0,
                                    damaged=bool(changed or read_err or write_errors), stopped=abnormal)
         if verdict == "counterfeit":
             if kind == "wraparound" and wrap and physical_ok:

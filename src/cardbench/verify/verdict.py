@@ -20,7 +20,9 @@ and :func:`file_losses` gives those ranges for a tool that counts losses per fil
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 from cardbench.patterns import SECTOR, merge_ranges
 
@@ -96,3 +98,33 @@ def judge_fill(*, written: int, lost: Iterable[Sequence[int]] = (), unplaced: in
     lost_bytes = sum(e - s for s, e in ranges) + unplaced
     return judge(whole=written, wrapped=wrapped, lost_bytes=lost_bytes, lost_kind="dropped",
                  lost_is_tail=not unplaced and at_end(ranges, written), damaged=damaged, stopped=stopped)
+
+
+def in_card_order(data: Iterable[tuple[int, int]], lost: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """The ``lost`` pieces re-addressed in the order the data lies on the card.
+
+    ``data``: (card offset, bytes) of every piece the fill wrote; ``lost``: (card offset, bytes)
+    of the pieces whose data did not come back. A filesystem places a fill's files where it likes
+    (ext4 spreads them over its block groups), so the order the files were written is not the
+    card's: a fake card loses what lies past its real size, which is the end of the data laid out
+    in the card's order. Returns [start, end) ranges in that layout (the written data packed
+    end to end, lowest card offset first), for :func:`at_end` and :func:`judge_fill`."""
+    pieces = sorted((s, n) for s, n in data if n > 0)
+    starts = [s for s, _ in pieces]
+    base = list(accumulate((n for _, n in pieces), initial=0))
+    out: list[list[int]] = []
+    for s, n in lost:
+        pos, end = s, s + n
+        i = max(0, bisect.bisect_right(starts, pos) - 1)
+        while pos < end and i < len(pieces):
+            ps, pn = pieces[i]
+            if pos < ps:
+                pos = ps
+                continue
+            if pos >= ps + pn:
+                i += 1
+                continue
+            stop = min(end, ps + pn)
+            out.append([base[i] + pos - ps, base[i] + stop - ps])
+            pos = stop
+    return merge_ranges(out)
