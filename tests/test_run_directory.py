@@ -90,7 +90,7 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["run", "/nonexistent/dir"], "no such directory"),
+    (["run", "/nonexistent/dir"], "no such file or directory"),
     (["run", "/etc/hostname"], "not a directory"),
     (["run", "{mnt}", "--size", "0"], "size"),
     (["run", "{mnt}", "--size", "banana"], "not a size"),

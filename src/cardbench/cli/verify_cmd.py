@@ -8,8 +8,6 @@ its free space is filled with files and every sector is checked (resumable with 
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 
 import click
@@ -58,15 +56,9 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     or a directory on the mounted card (full mode: fills its free space with files).
     """
     as_json = out.json
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        raise _target_error(f"{target}: no such file, directory or device") from None
-    except OSError as e:
-        raise _target_error(f"{target}: {e.strerror}") from None
-    is_dir = stat.S_ISDIR(st.st_mode)
-    if not is_dir and not stat.S_ISBLK(st.st_mode):
-        raise UsageError(f"{target} is neither a block device nor a directory")
+    from cardbench.target import open_target
+    target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
+    is_dir = target.is_directory
     if is_dir and destructive:
         raise UsageError("--destructive is for block devices; full mode on a directory only uses free space")
     if time_budget is not None and (full or is_dir):
@@ -74,7 +66,7 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     if resume and not (full or is_dir):
         raise UsageError("--resume is for full mode (--full)")
     if not is_dir and full and not destructive:
-        raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
+        raise UsageError(f"full mode on the block device {target.path} overwrites all of it: add --destructive "
                          "(you will be asked to confirm), or give a directory on the mounted card")
     if not no_save:
         check_store(db)
@@ -131,15 +123,11 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         said(rec, saved_line=not (as_json or out.quiet))
 
 
-def _target_error(msg: str) -> CardbenchError:
-    from cardbench.errors import TargetError
-    return TargetError(msg)
-
-
-def _confirm(path: str, value: str | None, quiet: bool) -> None:
+def _confirm(target, value: str | None, quiet: bool) -> None:
     """Destructive mode: the safety rules now, then the identity typed by the user (or --confirm)."""
     from cardbench.devices.safety import check_destructive, confirm, identity_kind
-    dev = check_destructive(path)
+    path = target.path
+    dev = check_destructive(target.block_device())
     if value is None:
         if not sys.stdin.isatty():
             raise SafetyRefusal(f"not confirmed: pass --confirm with the {identity_kind(dev)} of {path} "

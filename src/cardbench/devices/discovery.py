@@ -594,17 +594,17 @@ def _stat_block(path: str) -> os.stat_result:
 
 
 def resolve_device(path: str, *, sysfs_root: str = "/sys", lsblk_json: Any = None,
-                   proc_root: str = "/proc") -> tuple[BlockDevice, Partition | None]:
+                   proc_root: str = "/proc", devno: str | None = None) -> tuple[BlockDevice, Partition | None]:
     """The whole device for ``path`` and, if ``path`` is a partition, that partition.
 
     On the live system the path is stat()ed and matched by ``major:minor`` (so symlinks such as
     ``/dev/disk/by-id/...`` work). With a fixture ``sysfs_root`` the path cannot be stat()ed and is
-    matched by name (``/dev/sdb1``) instead.
+    matched by name (``/dev/sdb1``) instead. ``devno`` ("major:minor", from a target already
+    resolved by :func:`cardbench.target.open_target`) spares the stat.
     """
     path = os.fspath(path)
     live = _is_live(sysfs_root)
-    devno = None
-    if live:
+    if live and devno is None:
         st = _stat_block(path)
         devno = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
     devices = list_devices(sysfs_root, lsblk_json, proc_root=proc_root)
@@ -620,14 +620,15 @@ def resolve_device(path: str, *, sysfs_root: str = "/sys", lsblk_json: Any = Non
 
 
 def get_device(path: str, *, whole_device: bool = False, sysfs_root: str = "/sys", lsblk_json: Any = None,
-               proc_root: str = "/proc") -> BlockDevice:
+               proc_root: str = "/proc", devno: str | None = None) -> BlockDevice:
     """The ``BlockDevice`` for ``path``; a partition resolves to its parent device.
 
     With ``whole_device=True`` a partition is refused with
     ``UsageError("/dev/sdb1 is a partition of /dev/sdb; give the whole device")``. Non-existent paths
     raise TargetError; character devices, regular files and directories raise UsageError.
     """
-    dev, part = resolve_device(path, sysfs_root=sysfs_root, lsblk_json=lsblk_json, proc_root=proc_root)
+    dev, part = resolve_device(path, sysfs_root=sysfs_root, lsblk_json=lsblk_json, proc_root=proc_root,
+                               devno=devno)
     if part is not None and whole_device:
         raise UsageError(f"{path} is a partition of {dev.path}; give the whole device")
     return dev

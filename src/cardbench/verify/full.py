@@ -19,10 +19,9 @@ are removed at the end unless ``keep_files``; after an interruption they stay fo
 """
 
 import os
-import stat
 from typing import Any
 
-from cardbench.errors import TargetError, UsageError
+from cardbench.errors import UsageError
 from cardbench.verify.full_run import CHUNK, FillRun
 from cardbench.verify.full_sources import DeviceRun, DirRun
 from cardbench.verify.full_state import FILE_RE, MiB, STATE_NAME, default_file_bytes
@@ -30,12 +29,12 @@ from cardbench.verify.full_state import FILE_RE, MiB, STATE_NAME, default_file_b
 __all__ = ["CHUNK", "FILE_RE", "STATE_NAME", "DeviceRun", "DirRun", "FillRun", "default_file_bytes", "verify_full"]
 
 
-def verify_full(target: str, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
+def verify_full(target, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
                 file_bytes: int | None = None, progress=None, seed: int | None = None,
                 check_safety: bool = True, max_bytes: int | None = None,
                 state_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Fill and check a mounted filesystem (``target`` a directory) or a whole block device
-    (``destructive=True`` required). Returns a ``cardbench.verify/1`` document (mode "full").
+    (``destructive=True`` required); ``target`` from :func:`cardbench.target.open_target`, or a path. Returns a ``cardbench.verify/1`` document (mode "full").
 
     ``resume``: continue the interrupted run found at ``target``. ``keep_files``: leave the
     files (directory mode). ``state_dir``: where the state is kept (a block device) or mirrored
@@ -44,23 +43,18 @@ def verify_full(target: str, *, destructive: bool = False, resume: bool = False,
     H2testw's "only N MB"). Ctrl-C raises ``Interrupted`` (``.doc`` is the partial document; the
     files and state stay for ``resume``).
     """
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        raise TargetError(f"{target}: no such file, directory or device") from None
-    except OSError as e:
-        raise TargetError(f"{target}: {e.strerror}") from None
+    from cardbench.target import Target, open_target
+    if not isinstance(target, Target):
+        target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     if file_bytes is not None and (file_bytes < MiB or file_bytes % MiB):
         raise UsageError("the file size must be a whole number of MiB (at least 1 MiB)")
-    if stat.S_ISDIR(st.st_mode):
+    if target.is_directory:
         run = DirRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                       keep_files=keep_files, max_bytes=max_bytes, state_dir=state_dir)
-    elif stat.S_ISBLK(st.st_mode):
+    else:
         if not destructive:
-            raise UsageError(f"full mode on the block device {target} overwrites all of it: add --destructive "
+            raise UsageError(f"full mode on the block device {target.path} overwrites all of it: add --destructive "
                              "(and confirm), or give a directory on the mounted card instead")
         run = DeviceRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                          check_safety=check_safety, max_bytes=max_bytes, state_dir=state_dir)
-    else:
-        raise UsageError(f"{target} is neither a directory nor a block device")
     return run.run()
