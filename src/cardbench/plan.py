@@ -199,8 +199,11 @@ def extra_engine(name: str, engine: str | None) -> str:
 
 def area_size(target: Target, wanted: int | None) -> int:
     """The random-I/O test area: ``wanted`` (default APP_AREA, at most half the free space),
-    at most the largest file, whole MiB. TargetError if less than 1 MiB is left."""
-    size = wanted if wanted is not None else min(APP_AREA, int(target.free_now() * 0.5))
+    at most one file's room (largest_fit) and the largest file, whole MiB. TargetError if less
+    than 1 MiB is left."""
+    free = target.free_now()
+    size = wanted if wanted is not None else min(APP_AREA, int(free * 0.5))
+    size = min(size, largest_fit(free))
     limit, _ = file_limit(target)
     if limit is not None:
         size = min(size, limit)

@@ -140,7 +140,7 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) 
         written = result.test("seq_write")
         rate = written.median_bytes_per_s if written is not None else None
         with timed_task(opts.progress, "preparing the random-I/O area", plan.area / rate if rate else 0):
-            area = open_area(target, plan.area, fill=True, write=True, allow_write=True)
+            area = open_area(target, plan.area, fill=True, write=True, allow_write=True, margin=0)
         try:
             for job in plan.extra:
                 with timed_task(opts.progress, f"{job.name} ({job.engine})", opts.duration * (opts.runs + opts.warmup)):

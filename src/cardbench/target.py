@@ -187,15 +187,16 @@ class Target:
         return self.filesystem.largest_file if self.filesystem is not None else None
 
     def area(self, size: int | None, *, offset: int = 0, default: int | None = None,
-             share: float = 1.0, align: int = AREA_ALIGN) -> tuple[int, int]:
+             share: float = 1.0, align: int = AREA_ALIGN, margin: int | None = None) -> tuple[int, int]:
         """(offset, bytes) a test may address, whole ``align`` units. A directory: ``size``
         (default ``default``, at most ``share`` of the free space and the largest file), leaving
-        the margin free; a device or image: from ``offset`` to its end, or ``size`` bytes.
-        TargetError if less than one unit fits."""
+        ``margin`` free (default: default_margin; a size cardbench.plan sized leaves its own); a
+        device or image: from ``offset`` to its end, or ``size`` bytes. TargetError if less than
+        one unit fits."""
         if self.is_directory:
             free = self.free_now()
             want = size if size is not None else min(default or free, int(free * share))
-            want = min(want, max(0, free - default_margin(free)))
+            want = min(want, max(0, free - (default_margin(free) if margin is None else margin)))
             if self.largest_file is not None:
                 want = min(want, self.largest_file)
             offset = 0

@@ -168,7 +168,8 @@ def check_write_allowed(area_or_kind: TestArea | str, path: str, allow_write: bo
 
 def open_area(target: Target | str, size: int | None = None, *, fill: bool = True, write: bool = False,
               allow_write: bool = False, offset: int = 0, max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS,
-              tag: int | None = None, progress: Callable[[int, int], None] | None = None) -> TestArea:
+              tag: int | None = None, progress: Callable[[int, int], None] | None = None,
+              margin: int | None = None) -> TestArea:
     """Prepare the test area on ``target`` (a :class:`cardbench.target.Target`, or a path opened
     with :func:`cardbench.target.open_target`; see the module docstring). Close it when done.
 
@@ -182,7 +183,7 @@ def open_area(target: Target | str, size: int | None = None, *, fill: bool = Tru
     if size is not None and (not isinstance(size, int) or size <= 0):
         raise UsageError(f"the test area size must be a positive number of bytes, got {size!r}")
     if target.is_directory:
-        _, want = target.area(size, default=DEFAULT_AREA, share=0.25)
+        _, want = target.area(size, default=DEFAULT_AREA, share=0.25, margin=margin)
         return _make_file_area(target, want, fill=fill, max_fill_seconds=max_fill_seconds, tag=tag,
                                progress=progress)
     if write:
