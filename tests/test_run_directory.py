@@ -183,3 +183,21 @@ def test_sweep_removes_only_our_leftovers(loop_ext4):
     r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
     assert any("3 test file(s)" in w for w in r.warnings)
     assert sorted(n for n in os.listdir(loop_ext4) if n != "lost+found") == sorted(theirs)
+
+
+def test_the_plan_runs_extra_tests_time_based_and_the_sustained_write(loop_ext4):
+    """An A2 label adds the app tests; a sequential test over a small area lasts its duration,
+    wrapping within the area (fio's time_based); the sustained write runs on the same target
+    object; every scratch file is gone afterwards."""
+    from cardbench.target import open_target
+    target = open_target(loop_ext4, kinds=("directory",), write=True)
+    r = run_directory(target, RunOptions(size=2 * MB, runs=1, warmup=0, label="A2", duration=0.3, area=2 * 2**20,
+                                         extra_tests=["seq_read_1m_q1t1"], sustained=True))
+    names = [t.name for t in r.tests]
+    assert names[:3] == ["seq_write", "cold_read", "seq_read_1m_q1t1"] and names[-1] == "sustained_write"
+    assert set(names) >= {"rand_read_4k_q1t1", "rand_write_4k_q32t1"}
+    seq = r.test("seq_read_1m_q1t1")
+    assert seq.method["area_bytes"] == 2 * 2**20 and "time-based" in seq.method["stop"]
+    assert seq.runs[0].seconds >= 0.3 and seq.runs[0].bytes > 2 * 2**20
+    assert "A1/A2" in r.test("rand_read_4k_q32t1").method["why"]
+    assert r.complete and os.listdir(loop_ext4) == ["lost+found"]
