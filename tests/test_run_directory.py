@@ -98,7 +98,9 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     (["run", "{mnt}", "--size", "500MB", "--no-save"], "too little free space"),
     (["run", "{mnt}", "--size", "1MB", "--db", "/proc/nope/results.sqlite3"], "database"),
 ])
-def test_bad_input_one_line(loop_ext4, args, needle):
+def test_bad_input_one_line(loop_ext4, args, needle, tmp_path, monkeypatch):
+    # a store of its own: the user's default one may be another cardbench's (a newer schema)
+    monkeypatch.setenv("CARDBENCH_DB", str(tmp_path / "results.sqlite3"))
     args = [a.replace("{mnt}", loop_ext4) for a in args]
     p = run_cli(*args)
     assert p.returncode != 0

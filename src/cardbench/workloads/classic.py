@@ -49,7 +49,7 @@ def choose_size(target: DirTarget, run_id: str, opts, cap: int, cold: ColdReads 
 def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list[str]) -> None:
     """seq_write and cold_read into ``result`` (``files``: the test files now on the card, for
     the caller's cleanup)."""
-    cold = ColdReads(device=target.device, fstype=target.fstype, ceiling=_path_ceiling(result))
+    cold = ColdReads.of(target, _path_ceiling(result))
     if plan.size is None:
         size, how = choose_size(target, result.id, opts, plan.auto_cap, cold)
         if how.get("short"):
