@@ -7,10 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
-import struct
 import tempfile
-import time
 
 import pytest
 from realparts import run_cli, sh
@@ -121,38 +118,15 @@ def test_a_full_filesystem():
 
 @contextlib.contextmanager
 def partitioned_loop():
-    d = tempfile.mkdtemp(prefix="cardbench-test-part-")
-    img = os.path.join(d, "disk.img")
-    sectors = (32 << 20) // 512
-    mbr = bytearray(512)        # one Linux partition from sector 2048 to the end, written by hand
-    mbr[446:462] = bytes([0, 0, 0, 0, 0x83, 0, 0, 0]) + struct.pack("<II", 2048, sectors - 2048)
-    mbr[510:512] = b"\x55\xaa"
-    with open(img, "wb") as f:
-        f.write(mbr)
-        f.truncate(32 << 20)
-    dev = None
-    try:
-        dev = sh("losetup", "-fP", "--show", img).stdout.strip()
-        name = os.path.basename(dev) + "p1"
-        node = f"/sys/block/{os.path.basename(dev)}/{name}/dev"
-        for _ in range(50):
-            if os.path.exists(node):
-                break
-            time.sleep(0.05)
-        if not os.path.exists(node):
-            pytest.skip("the kernel made no partition for the loop device")
-        part = dev + "p1"
-        if not os.path.exists(part):      # no udev here: the node made by hand, beside the image
-            part = os.path.join(d, name)
-            major, minor = (int(x) for x in open(node).read().split(":"))
-            os.mknod(part, 0o600 | stat.S_IFBLK, os.makedev(major, minor))
-        yield dev, part
-    finally:
-        if dev:
-            sh("losetup", "-d", dev, check=False)
-        for f in os.listdir(d):
-            os.unlink(os.path.join(d, f))
-        os.rmdir(d)
+    """(whole device, its partition): devices_helpers' loop device with an MBR (partx where the
+    kernel does not scan the table itself); skips where no partition appears."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "devices_helpers", os.path.join(os.path.dirname(__file__), "devices", "devices_helpers.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    with helpers.loop_device(32 << 20, partitioned=True) as (dev, _img):
+        yield dev, dev + "p1"
 
 
 def test_a_partition_where_a_whole_device_is_needed():

@@ -85,9 +85,8 @@ def file_limit(target: Target) -> tuple[int | None, str | None]:
     return fs.largest_file, fs.limit_name
 
 
-def _free_unknown(target: Target) -> bool:
+def _free_unknown(space) -> bool:
     """A filesystem that reports no blocks at all (some FUSE drivers do not implement statfs)."""
-    space = target.space()
     return space.free == 0 and not space.reported
 
 
@@ -103,8 +102,9 @@ def check_size(target: Target, size: int) -> dict:
     reads and removes its file before the next); returns what the method records about the size
     (an unknown free space). Raises TargetError."""
     note: dict = {}
-    free = target.free_now()
-    if _free_unknown(target):
+    space = target.space()
+    free = space.free
+    if _free_unknown(space):
         note["free_space"] = "unknown: the filesystem reports 0 bytes free (its driver does not implement statfs)"
     elif room_needed(size) > free:
         raise _too_little_room(target, size, free)
@@ -124,8 +124,9 @@ def cap_size(target: Target, size: int) -> tuple[int, str | None]:
 def auto_cap(target: Target) -> int:
     """The largest automatic test file: one file's room, at most MAX_AUTO_SIZE and the largest
     file, whole MiB. TargetError where the free space is unknown or too small."""
-    free = target.free_now()
-    if _free_unknown(target):
+    space = target.space()
+    free = space.free
+    if _free_unknown(space):
         raise TargetError(f"{shown(target.path)}: the filesystem reports 0 bytes free (its driver may not implement "
                           "statfs), so no size can be chosen: give one with --size")
     cap = min(largest_fit(free) // MiB * MiB, MAX_AUTO_SIZE)
