@@ -155,6 +155,11 @@ class Target:
     def is_directory(self) -> bool:
         return self.kind == "directory"
 
+    @property
+    def st(self) -> os.stat_result | None:
+        """The stat of the path, taken once by :func:`open_target` (None for a model)."""
+        return self._st
+
     @cached_property
     def _bytes(self) -> int:
         from cardbench.engine.data import size_of

@@ -62,13 +62,8 @@ def lock_key(path: str, *, sysfs_root: str = "/sys") -> str:
     Block device -> ``blk-<major>-<minor>`` of the whole disk; directory -> ``dir-<st_dev major>-
     <minor>-<inode>``; regular file (image) -> ``file-<major>-<minor>-<inode>``. Symlinks are followed.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TargetError(f"{path} does not exist") from None
-    except OSError as e:
-        raise TargetError(f"cannot access {path}: {e.strerror}") from None
-    return key_of_stat(st, sysfs_root=sysfs_root, path=path)
+    from cardbench.target import open_target
+    return key_of_stat(open_target(path).st, sysfs_root=sysfs_root, path=path)
 
 
 def key_of_devno(devno: str, *, sysfs_root: str = "/sys") -> str:
