@@ -157,3 +157,15 @@ def test_a_partition_is_refused_with_one_wording_by_every_library_call(monkeypat
             with pytest.raises(UsageError) as e:
                 call()
             assert e.value.message == want and e.value.exit_code == 2
+
+
+def test_a_directory_named_with_spaces_and_bytes_that_are_not_utf8_is_tested_and_stored(tmp_path):
+    """The lock file, the result document and the store take the path as text (\\xNN for such bytes)."""
+    with tmpfs("size=32m") as mnt:
+        d = os.path.join(mnt, os.fsdecode(b"caf\xe9 card"))
+        os.mkdir(d)
+        db = str(tmp_path / "r.sqlite3")
+        p = run_cli("run", d, "--size", "1MB", "--runs", "1", "--db", db, "--json")
+        assert p.returncode == 0, p.stderr
+        assert '"path": "' + mnt + '/caf\\\\xe9 card"' in p.stdout
+        assert os.listdir(d) == []

@@ -262,7 +262,8 @@ class Target:
         return self.__dict__["_block"]
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "path": self.path}
+        """For a result document (text a store and JSON take: bytes that are not UTF-8 as \\xNN)."""
+        return {"kind": self.kind, "path": shown(self.path)}
 
 
 class DeviceTarget(Target):
@@ -358,8 +359,9 @@ class DirTarget(Target):
         return f"fs-{self._st.st_dev}"
 
     def to_dict(self) -> dict:
-        return {"kind": "directory", "path": self.path, "filesystem": self.fstype, "mountpoint": self.mountpoint,
-                "device": self.device, "free_bytes": self.free_bytes}
+        return {"kind": "directory", "path": shown(self.path), "filesystem": self.fstype,
+                "mountpoint": shown(self.mountpoint) if self.mountpoint else None, "device": self.device,
+                "free_bytes": self.free_bytes}
 
 
 def open_target(path: str, *, kinds: tuple[str, ...] = KINDS, write: bool = False,

@@ -150,7 +150,8 @@ def target_lock(key: str, *, wait: bool = False, timeout: float | None = None, l
                     raise _busy(key, label, _read_holder(fd)) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n{label or key}\n".encode(), 0)
+        # a path as given: bytes that are not UTF-8 (surrogates in a str) go in as they were
+        os.pwrite(fd, f"{os.getpid()}\n{label or key}\n".encode("utf-8", "surrogateescape"), 0)
         try:
             yield path
         finally:
