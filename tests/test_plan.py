@@ -65,6 +65,9 @@ def test_fat32_with_60gb_free_caps_every_file_a_test_writes():
     # the sustained write's one file: under 4 GiB, and it says why it is not the free space
     total, warnings = sustained_size(fat)
     assert total <= FAT_FILE_LIMIT and total % (4 * MiB) == 0 and "FAT32" in warnings[0]
+    # a workload's own area on the target (workloads.random.open_area asks target.area): capped too
+    assert fat.area(None, default=16 << 30, share=0.25)[1] <= FAT_FILE_LIMIT
+    assert fat.area(8 * GB)[1] <= FAT_FILE_LIMIT
     # the automatic size stays within its bounds (and the FAT limit)
     assert auto_cap(fat) == MAX_AUTO_SIZE
     assert make_plan(fat, RunOptions(size=2 * GB)).warnings == []
