@@ -29,7 +29,7 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from cardbench.devices.mounts import Mount, mount_containing, read_mountinfo

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from cardbench.errors import CardbenchError, Interrupted, SafetyRefusal, UsageError
+from cardbench.errors import Interrupted, SafetyRefusal, UsageError
 from cardbench.cli import params
 from cardbench.cli.ui import said
 from cardbench.record import check_store, record

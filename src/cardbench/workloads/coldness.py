@@ -35,7 +35,7 @@ from typing import Callable
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
 from cardbench.engine.errors import IoFault, IoSetupError
-from cardbench.target import FUSE_TYPES, is_fuse  # noqa: F401 - FUSE_TYPES: the names' old home
+from cardbench.target import is_fuse
 from cardbench.workloads.files import drop_cache
 
 #: BLKFLSBUF, linux/fs.h _IO(0x12, 97): flush a block device's buffers and drop its page cache
