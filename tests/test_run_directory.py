@@ -133,8 +133,10 @@ def test_no_permission_refused(loop_ext4):
 
 
 def _start_run(mnt: str) -> subprocess.Popen:
+    from realparts import child_env
     return subprocess.Popen([sys.executable, "-m", "cardbench", "run", mnt, "--size", "80MB", "--runs", "1",
-                             "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
 
 
 def _wait_for_file(mnt: str, timeout: float = 20, *, written: bool = False) -> None:

@@ -186,8 +186,9 @@ def test_sigterm_removes_the_test_area(ddir):
     import time
     code = ("import sys; from cardbench.workloads.random import run_pattern; "
             "run_pattern(sys.argv[1], 'rand_read_4k_q1t1', 'sync', runs=100, duration=1.0, size=8 << 20)")
+    from realparts import child_env
     p = subprocess.Popen([sys.executable, "-c", code, ddir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, env=child_env())
     try:
         deadline = time.monotonic() + 30
         while not any(n.startswith(".cardbench-area-") for n in os.listdir(ddir)):
