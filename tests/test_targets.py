@@ -169,3 +169,17 @@ def test_a_directory_named_with_spaces_and_bytes_that_are_not_utf8_is_tested_and
         assert p.returncode == 0, p.stderr
         assert '"path": "' + mnt + '/caf\\\\xe9 card"' in p.stdout
         assert os.listdir(d) == []
+
+
+def test_a_target_knows_when_its_filesystem_went_away(tmp_path):
+    """Unmounted midway, a card's mount point is a directory of the filesystem below: the target
+    says so (a directory fill or a test file must not land on the host's disk)."""
+    from cardbench.verify.full import verify_full
+    with tmpfs("size=16m") as mnt:
+        t = open_target(mnt, write=True)
+        assert t.moved() is None
+        sh("umount", mnt)
+        assert "no longer on the filesystem that was opened" in t.moved()
+        doc = verify_full(t, state_dir=str(tmp_path / "state"))
+        assert doc["complete"] is False and "no longer on the filesystem" in doc["error"]
+        assert os.listdir(mnt) == []                       # nothing written below the mount point

@@ -155,6 +155,21 @@ class Target:
     def is_directory(self) -> bool:
         return self.kind == "directory"
 
+    def moved(self) -> str | None:
+        """None while the path still names what was opened (the same filesystem and inode); else
+        why not, in words. A card's filesystem unmounted mid-run leaves its mount point on the
+        filesystem below, where a test must not go on writing (it would fill the host's disk)."""
+        if self._st is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError as e:
+            from cardbench.engine.errors import describe
+            return describe(e.errno, e.strerror)
+        if (st.st_dev, st.st_ino) != (self._st.st_dev, self._st.st_ino):
+            return "it is no longer on the filesystem that was opened (unmounted, or the card removed?)"
+        return None
+
     @property
     def st(self) -> os.stat_result | None:
         """The stat of the path, taken once by :func:`open_target` (None for a model)."""

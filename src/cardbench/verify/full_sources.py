@@ -105,6 +105,11 @@ class DirRun(FillRun):
         return total
 
     def next_unit(self) -> dict | None:
+        moved = self.target.moved()
+        if moved:      # never fill the filesystem below an unmounted card's mount point
+            self.gone = True
+            self.stopped = f"{self.dir}: {moved}"
+            return None
         units = self.state["units"]
         done = sum(u.get("written", 0) for u in units if u.get("complete"))
         if self.max_bytes is not None and done >= self.max_bytes:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 
-from cardbench.errors import CardbenchError
+from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.patterns import Pattern
 from cardbench.plan import MIN_RUN_SECONDS, Plan, next_probe, size_from_probes
 from cardbench.result import Result, TestResult
 from cardbench.session import new_tag
-from cardbench.target import FAT_TYPES, DirTarget
+from cardbench.target import FAT_TYPES, DirTarget, shown
 from cardbench.workloads.coldness import ColdReads
 from cardbench.workloads.files import read_file, write_file
 
@@ -69,6 +69,9 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
     for i in range(opts.warmup + opts.runs):
         warm = i < opts.warmup
         which = "warm-up" if warm else f"run {i - opts.warmup + 1}/{opts.runs}"
+        moved = target.moved()
+        if moved:     # a card unmounted midway: its test files would land on the filesystem below
+            raise DeviceFault(f"{shown(target.path)}: {moved}")
         path = target.test_file(result.id, f"w{i}")
         files.append(path)
         pattern = Pattern(new_tag())
