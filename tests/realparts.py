@@ -56,13 +56,19 @@ def mounted(dev: str, fstype: str = "ext4", options: str | None = None):
 
 
 
-def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real command line in a child process (as a user would)."""
+def child_env() -> dict[str, str]:
+    """The environment of a child Python: the same cardbench as the tests (this checkout's src/,
+    not an installed one)."""
     env = dict(os.environ)
     env.pop("CARDBENCH_DEBUG", None)
-    # the child runs the same cardbench as the tests: this checkout's src/
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_cli(*args: str, input: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real command line in a child process (as a user would)."""
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "cardbench", *args], capture_output=True, text=True,
                           input=input, timeout=timeout, env=env)
 

@@ -92,7 +92,7 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["run", "/nonexistent/dir"], "no such directory"),
+    (["run", "/nonexistent/dir"], "no such file or directory"),
     (["run", "/etc/hostname"], "not a directory"),
     (["run", "{mnt}", "--size", "0"], "size"),
     (["run", "{mnt}", "--size", "banana"], "not a size"),
@@ -100,7 +100,9 @@ def test_db_from_the_environment(loop_ext4, tmp_path, monkeypatch):
     (["run", "{mnt}", "--size", "500MB", "--no-save"], "too little free space"),
     (["run", "{mnt}", "--size", "1MB", "--db", "/proc/nope/results.sqlite3"], "database"),
 ])
-def test_bad_input_one_line(shared_ext4, args, needle):
+def test_bad_input_one_line(shared_ext4, args, needle, tmp_path, monkeypatch):
+    # a store of its own: the user's default one may be another cardbench's (a newer schema)
+    monkeypatch.setenv("CARDBENCH_DB", str(tmp_path / "results.sqlite3"))
     args = [a.replace("{mnt}", shared_ext4) for a in args]
     p = call_cli(*args)
     assert p.returncode != 0
@@ -133,8 +135,10 @@ def test_no_permission_refused(loop_ext4):
 
 
 def _start_run(mnt: str) -> subprocess.Popen:
+    from realparts import child_env
     return subprocess.Popen([sys.executable, "-m", "cardbench", "run", mnt, "--size", "80MB", "--runs", "1",
-                             "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--no-save"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
 
 
 def _wait_for_file(mnt: str, timeout: float = 20, *, written: bool = False) -> None:
@@ -185,3 +189,21 @@ def test_sweep_removes_only_our_leftovers(loop_ext4):
     r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
     assert any("3 test file(s)" in w for w in r.warnings)
     assert sorted(n for n in os.listdir(loop_ext4) if n != "lost+found") == sorted(theirs)
+
+
+def test_the_plan_runs_extra_tests_time_based_and_the_sustained_write(loop_ext4):
+    """An A2 label adds the app tests; a sequential test over a small area lasts its duration,
+    wrapping within the area (fio's time_based); the sustained write runs on the same target
+    object; every scratch file is gone afterwards."""
+    from cardbench.target import open_target
+    target = open_target(loop_ext4, kinds=("directory",), write=True)
+    r = run_directory(target, RunOptions(size=2 * MB, runs=1, warmup=0, label="A2", duration=0.3, area=2 * 2**20,
+                                         extra_tests=["seq_read_1m_q1t1"], sustained=True))
+    names = [t.name for t in r.tests]
+    assert names[:3] == ["seq_write", "cold_read", "seq_read_1m_q1t1"] and names[-1] == "sustained_write"
+    assert set(names) >= {"rand_read_4k_q1t1", "rand_write_4k_q32t1"}
+    seq = r.test("seq_read_1m_q1t1")
+    assert seq.method["area_bytes"] == 2 * 2**20 and "time-based" in seq.method["stop"]
+    assert seq.runs[0].seconds >= 0.3 and seq.runs[0].bytes > 2 * 2**20
+    assert "A1/A2" in r.test("rand_read_4k_q32t1").method["why"]
+    assert r.complete and os.listdir(loop_ext4) == ["lost+found"]

@@ -335,4 +335,4 @@ def test_identify_command_on_a_device_that_is_not_ata(loop, tmp_path):
     assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1
     assert f"cardbench: {dev}: not ATA: " in proc.stderr
     proc = call_cli("identify", str(tmp_path / "missing"))
-    assert proc.returncode == 3 and "does not exist" in proc.stderr
+    assert proc.returncode == 3 and "no such file or directory" in proc.stderr

@@ -124,7 +124,9 @@ CHILD = textwrap.dedent("""
 
 def _crash(dev: str, root: str) -> None:
     """Run a child that saves and overwrites two regions, then SIGKILLs itself."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, dev, root], capture_output=True, text=True, timeout=60)
+    from realparts import child_env
+    proc = subprocess.run([sys.executable, "-c", CHILD, dev, root], capture_output=True, text=True, timeout=60,
+                          env=child_env())
     assert proc.returncode == -9, proc.stderr
     assert "overwritten" in proc.stdout
 

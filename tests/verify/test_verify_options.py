@@ -41,14 +41,19 @@ def test_refused(kind, opts, words):
     assert e.value.exit_code == 2 and "\n" not in e.value.message
 
 
-def test_the_target_is_looked_at(tmp_path):
-    assert target_kind(str(tmp_path)) == "directory"
+def test_the_target_is_looked_at_once_by_open_target(tmp_path):
+    from cardbench.target import open_target, target_model
+    assert target_kind(open_target(str(tmp_path))) == "directory"
     (tmp_path / "f").write_bytes(b"x")
-    assert target_kind(str(tmp_path / "f")) == "other"
-    with pytest.raises(TargetError, match="no such file, directory or device"):
-        VerifyOptions().validate(str(tmp_path / "missing"))
+    assert target_kind(open_target(str(tmp_path / "f"))) == "other"     # an image file
     with pytest.raises(UsageError, match="neither"):
-        VerifyOptions().validate(str(tmp_path / "f"))
+        VerifyOptions().validate(open_target(str(tmp_path / "f")))
+    # the rules need no system: a model of a directory target
+    assert VerifyOptions().validate(target_model("directory", free=1 << 30)) == "full"
+    # what a missing path is, verify_target says in open_target's one wording (exit 3)
+    from cardbench.verify.options import verify_target
+    with pytest.raises(TargetError, match="no such file or directory"):
+        verify_target(str(tmp_path / "missing"), VerifyOptions())
 
 
 def test_the_library_checks_the_same_rules(tmp_path):

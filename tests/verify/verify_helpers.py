@@ -69,5 +69,8 @@ CLI = os.path.join(os.path.dirname(__file__), "verify_cli_entry.py")
 def run_cli(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("CARDBENCH_DEBUG", None)
+    # the child runs the same cardbench as the tests: this checkout's src/ (not an installed one)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return subprocess.run([sys.executable, CLI, *args], capture_output=True, text=True, input=input,
                           timeout=timeout, env=env)

@@ -126,8 +126,9 @@ def test_sigterm_removes_the_file(tmp_path):
     code = ("import sys; from cardbench.workloads.sustained import sustained_write; "
             "sustained_write(sys.argv[1], total_bytes=64 << 20, chunk=1 << 20, max_seconds=60, "
             "progress=lambda *a: __import__('time').sleep(0.05))")
+    from realparts import child_env
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, env=child_env())
     try:
         deadline = time.monotonic() + 30
         while not any(n.startswith(".cardbench-sustained-") for n in os.listdir(tmp_path)):

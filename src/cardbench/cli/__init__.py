@@ -81,7 +81,9 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, 
         _validate_label(label)
     if not no_save:
         check_store(db)
-    is_device = _is_block_device(target)
+    from cardbench.target import open_target
+    target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
+    is_device = target.kind == "device"
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
@@ -122,19 +124,10 @@ def _validate_label(label: str) -> None:
     parse_label(label)
 
 
-def _is_block_device(path: str) -> bool:
-    import stat
-    try:
-        return stat.S_ISBLK(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _prompt_identity(path: str) -> str:
+def _prompt_identity(target) -> str:
     """Ask the user to type the device's identity (serial, or exact size in bytes)."""
-    from cardbench.devices import get_device
     from cardbench.devices.safety import check_destructive, identity_kind
-    dev = get_device(path, whole_device=True)
+    dev = target.block_device()
     check_destructive(dev)   # refuse before asking
     if not sys.stdin.isatty():
         raise UsageError(f"--destructive on {dev.path} needs confirmation: pass --confirm with its "

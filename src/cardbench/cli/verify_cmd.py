@@ -61,6 +61,8 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     or a directory on the mounted card (full mode: fills its free space with files).
     """
     as_json = out.json
+    from cardbench.target import open_target
+    target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     opts = VerifyOptions(full=full, destructive=destructive, time_budget=time_budget, resume=resume,
                          keep_files=keep_files, file_bytes=file_size, journal_dir=journal_dir,
                          assume_cache_bytes=assume_cache, seed=seed)
@@ -112,10 +114,11 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         said(rec, saved_line=not (as_json or out.quiet))
 
 
-def _confirm(path: str, value: str | None, quiet: bool) -> None:
+def _confirm(target, value: str | None, quiet: bool) -> None:
     """Destructive mode: the safety rules now, then the identity typed by the user (or --confirm)."""
     from cardbench.devices.safety import check_destructive, confirm, identity_kind
-    dev = check_destructive(path)
+    path = target.path
+    dev = check_destructive(target.block_device())
     if value is None:
         if not sys.stdin.isatty():
             raise SafetyRefusal(f"not confirmed: pass --confirm with the {identity_kind(dev)} of {path} "

@@ -587,9 +587,11 @@ def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any =
         except (OSError, ValueError) as e:  # closed, or not readable (pytest's captured stdin)
             raise UsageError(f"cannot read an IDENTIFY dump from standard input: {e}") from None
         return decode_identify(data)
-    if not os.path.exists(source):
-        raise TargetError(f"{source} does not exist")
-    st = os.stat(source)
+    try:
+        st = os.stat(source)     # a device, a character device (sg) or a dump file
+    except OSError as e:
+        from cardbench.target import cannot_use
+        raise cannot_use(e, source) from None
     if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
         probe = read_identify(source, timeout)
         if probe.identify is not None:

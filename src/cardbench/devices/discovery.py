@@ -576,35 +576,24 @@ def list_devices(sysfs_root: str = "/sys", lsblk_json: Any = None, *, proc_root:
 
 
 def _stat_block(path: str) -> os.stat_result:
-    """stat() a path that must be a block device; one-line TargetError/UsageError otherwise."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TargetError(f"{path} does not exist") from None
-    except PermissionError:
-        raise TargetError(f"cannot access {path}: permission denied") from None
-    except OSError as e:
-        raise TargetError(f"cannot access {path}: {e.strerror}") from None
-    mode = st.st_mode
-    if stat.S_ISBLK(mode):
-        return st
-    kind = ("a character device" if stat.S_ISCHR(mode) else "a regular file" if stat.S_ISREG(mode)
-            else "a directory" if stat.S_ISDIR(mode) else "not a device")
-    raise UsageError(f"{path} is {kind}, not a block device")
+    """stat() a path that must be a block device, through :func:`cardbench.target.open_target`
+    (its one wording for a missing path or another kind)."""
+    from cardbench.target import open_target
+    return open_target(path, kinds=("device",)).st
 
 
 def resolve_device(path: str, *, sysfs_root: str = "/sys", lsblk_json: Any = None,
-                   proc_root: str = "/proc") -> tuple[BlockDevice, Partition | None]:
+                   proc_root: str = "/proc", devno: str | None = None) -> tuple[BlockDevice, Partition | None]:
     """The whole device for ``path`` and, if ``path`` is a partition, that partition.
 
     On the live system the path is stat()ed and matched by ``major:minor`` (so symlinks such as
     ``/dev/disk/by-id/...`` work). With a fixture ``sysfs_root`` the path cannot be stat()ed and is
-    matched by name (``/dev/sdb1``) instead.
+    matched by name (``/dev/sdb1``) instead. ``devno`` ("major:minor", from a target already
+    resolved by :func:`cardbench.target.open_target`) spares the stat.
     """
     path = os.fspath(path)
     live = _is_live(sysfs_root)
-    devno = None
-    if live:
+    if live and devno is None:
         st = _stat_block(path)
         devno = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
     devices = list_devices(sysfs_root, lsblk_json, proc_root=proc_root)
@@ -620,14 +609,16 @@ def resolve_device(path: str, *, sysfs_root: str = "/sys", lsblk_json: Any = Non
 
 
 def get_device(path: str, *, whole_device: bool = False, sysfs_root: str = "/sys", lsblk_json: Any = None,
-               proc_root: str = "/proc") -> BlockDevice:
+               proc_root: str = "/proc", devno: str | None = None) -> BlockDevice:
     """The ``BlockDevice`` for ``path``; a partition resolves to its parent device.
 
     With ``whole_device=True`` a partition is refused with
     ``UsageError("/dev/sdb1 is a partition of /dev/sdb; give the whole device")``. Non-existent paths
-    raise TargetError; character devices, regular files and directories raise UsageError.
+    raise TargetError, and so do character devices, regular files and directories (the one wording
+    of cardbench.target for a path of another kind).
     """
-    dev, part = resolve_device(path, sysfs_root=sysfs_root, lsblk_json=lsblk_json, proc_root=proc_root)
+    dev, part = resolve_device(path, sysfs_root=sysfs_root, lsblk_json=lsblk_json, proc_root=proc_root,
+                               devno=devno)
     if part is not None and whole_device:
         raise UsageError(f"{path} is a partition of {dev.path}; give the whole device")
     return dev

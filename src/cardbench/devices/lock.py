@@ -56,17 +56,25 @@ def _whole_disk_devno(rdev: int, sysfs_root: str = "/sys") -> tuple[int, int]:
 
 
 def lock_key(path: str, *, sysfs_root: str = "/sys") -> str:
-    """A lock key for a target path.
+    """A lock key for a target path (a target from :func:`cardbench.target.open_target` has its
+    own, ``target.lock_key``, made by the functions below without asking the path again).
 
     Block device -> ``blk-<major>-<minor>`` of the whole disk; directory -> ``dir-<st_dev major>-
     <minor>-<inode>``; regular file (image) -> ``file-<major>-<minor>-<inode>``. Symlinks are followed.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TargetError(f"{path} does not exist") from None
-    except OSError as e:
-        raise TargetError(f"cannot access {path}: {e.strerror}") from None
+    from cardbench.target import open_target
+    return key_of_stat(open_target(path).st, sysfs_root=sysfs_root, path=path)
+
+
+def key_of_devno(devno: str, *, sysfs_root: str = "/sys") -> str:
+    """The lock key of the block device ``devno`` ("major:minor"): its whole disk's."""
+    a, b = devno.split(":")
+    major, minor = _whole_disk_devno(os.makedev(int(a), int(b)), sysfs_root)
+    return f"blk-{major}-{minor}"
+
+
+def key_of_stat(st: os.stat_result, *, sysfs_root: str = "/sys", path: str = "") -> str:
+    """The lock key of what ``st`` (a stat result) describes (see :func:`lock_key`)."""
     if stat.S_ISBLK(st.st_mode):
         major, minor = _whole_disk_devno(st.st_rdev, sysfs_root)
         return f"blk-{major}-{minor}"
@@ -142,7 +150,8 @@ def target_lock(key: str, *, wait: bool = False, timeout: float | None = None, l
                     raise _busy(key, label, _read_holder(fd)) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n{label or key}\n".encode(), 0)
+        # a path as given: bytes that are not UTF-8 (surrogates in a str) go in as they were
+        os.pwrite(fd, f"{os.getpid()}\n{label or key}\n".encode("utf-8", "surrogateescape"), 0)
         try:
             yield path
         finally:

@@ -308,11 +308,18 @@ class Preserver:
             os.pwrite(fd, data, offset)  # now the caller may write
     """
 
-    def __init__(self, device_path: str, journal_dir: str | Path | None = None, *,
+    def __init__(self, device_path: Any, journal_dir: str | Path | None = None, *,
                  sysfs_root: str = "/sys", proc_root: str = "/proc"):
-        """Identify the device, check the journal location, and create this run's journal."""
-        self.device_path = os.fspath(device_path)
-        self.device = get_device(self.device_path, whole_device=True, sysfs_root=sysfs_root, proc_root=proc_root)
+        """Identify the device, check the journal location, and create this run's journal.
+        ``device_path``: a path, or a device target (cardbench.target.open_target), whose
+        identity is then used as resolved."""
+        if hasattr(device_path, "block_device"):
+            self.device_path = device_path.path
+            self.device = device_path.block_device()
+        else:
+            self.device_path = os.fspath(device_path)
+            self.device = get_device(self.device_path, whole_device=True, sysfs_root=sysfs_root,
+                                     proc_root=proc_root)
         self.root = Path(journal_dir) if journal_dir is not None else default_journal_root()
         check_journal_location(self.root, self.device, sysfs_root=sysfs_root, proc_root=proc_root)
         self._regions: list[SavedRegion] = []
@@ -472,6 +479,49 @@ class Preserver:
         """Restore on any exit; a failed restore raises (the journal is kept)."""
         if self._fd is not None:
             self.restore()
+
+
+@dataclass
+class Restored:
+    """What :func:`restore_held` did: ``restored_bytes`` (None when it failed), ``kept`` (None,
+    or the one line saying the journal keeps the bytes and what writes them back), the
+    ``journal``, the signals that came meanwhile and the ``seconds`` it took."""
+
+    restored_bytes: int | None
+    kept: str | None
+    journal: str
+    signals: list
+    seconds: float
+
+
+def restore_held(preserver: Preserver, progress: Any = None, label: str = "restoring saved bytes") -> Restored:
+    """Write every saved region back with SIGINT/SIGTERM held meanwhile (a second Ctrl-C must not
+    cut the write-back short); never raises for a failed write-back: the journal is kept and
+    ``kept`` says so. ``progress``: a cardbench.progress reporter for the bytes written back."""
+    import time
+
+    from cardbench.signals import signals_held
+    journal = str(getattr(preserver, "path", "") or "")
+    t0 = time.perf_counter()
+    with signals_held() as signals:
+        try:
+            if progress is not None:
+                with progress.task(label, preserver.saved_bytes) as advance:
+                    n = preserver.restore()
+                    advance(n)
+            else:
+                n = preserver.restore()
+            kept = None
+        except (CardbenchError, OSError) as e:
+            n = None
+            try:
+                preserver.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the restore error
+                pass
+            why = e.message if isinstance(e, CardbenchError) else (e.strerror or str(e))
+            kept = (f"writing the saved bytes back failed ({why}); they are kept in {journal} and written back "
+                    "by the next cardbench command (or `cardbench recover`) once the card answers")
+    return Restored(n, kept, journal, list(signals or []), time.perf_counter() - t0)
 
 
 # --- recovery --------------------------------------------------------------------------------------

@@ -167,11 +167,12 @@ def parse_fio_json(doc: str | bytes | dict, rw: str | None = None) -> Run:
 
 def run_fio_job(job) -> Run:
     """A :class:`cardbench.engine.jobs.Job` through fio (what ``run_job(\"fio\", job)`` does)."""
-    cap = job.area if job.size is None else job.size
+    area = job.area - job.area % job.block_size
+    cap = area if job.time_based or job.size is None else job.size
     run = run_fio(job.path, job.fio_rw, job.block_size, job.queue_depth, job.threads, size=cap,
-                  runtime=job.duration, area=job.area - job.area % job.block_size, offset=job.offset,
+                  runtime=job.duration, area=area, offset=job.offset, time_based=job.time_based,
                   direct=job.direct, end_fsync=job.is_write and job.sync_end, create=job.create)
-    run.extra["stopped"] = "duration" if run.bytes < cap * job.threads else "size"
+    run.extra["stopped"] = "duration" if job.time_based or run.bytes < cap * job.threads else "size"
     return run
 
 

@@ -7,9 +7,10 @@ moves single operations runs it here, as a closed loop per thread
 own ``run_job``. Workloads only ever call :func:`run_job`, so none of them needs to know which
 kind of engine it was given.
 
-Each run is time-based and size-capped (it stops after ``duration`` seconds or ``size`` bytes
-per thread, whichever comes first); operations in flight at the deadline are waited for and
-counted. Writes end with an fsync inside the timed part when ``sync_end`` (fio: end_fsync=1).
+Each run stops after ``duration`` seconds or ``size`` bytes per thread, whichever comes first;
+a ``time_based`` job (fio's ``time_based``) runs for its duration whatever its size, sequential
+offsets wrapping to the area's start at its end. Operations in flight at the deadline are waited
+for and counted. Writes end with an fsync inside the timed part when ``sync_end`` (fio: end_fsync=1).
 Random offsets are block-aligned, drawn uniformly (with repetition) over the area.
 """
 
@@ -33,6 +34,10 @@ from cardbench.result import Run
 from cardbench.stats import percentiles
 
 
+#: the operation count of a time-based run: no run reaches it before its deadline
+TIME_BASED_OPS = 1 << 62
+
+
 @dataclass
 class Job:
     """One timed run: ``op`` ("read" | "write") of ``block_size`` bytes, ``queue_depth`` in
@@ -48,6 +53,7 @@ class Job:
     threads: int = 1
     size: int | None = None          # most bytes per thread (default: the area)
     duration: float = 3600.0         # most seconds
+    time_based: bool = False         # run for the duration, wrapping the area (size ignored)
     direct: bool = True
     sync_end: bool = True            # writes: fsync inside the timed part
     create: bool = False             # the file may be created (fio: allow_file_create)
@@ -148,7 +154,7 @@ def _one_loop(engine: str, job: Job, *, max_ops: int, seed: int, tag: int, barri
 def _loop_job(engine: str, job: Job) -> Run:
     bs = job.block_size
     cap = job.area if job.size is None else job.size
-    max_ops = max(1, cap // bs)
+    max_ops = TIME_BASED_OPS if job.time_based else max(1, cap // bs)
     seed = int.from_bytes(os.urandom(8), "little") if job.seed is None else job.seed
     loops = [_Loop() for _ in range(job.threads)]
     if job.threads == 1:

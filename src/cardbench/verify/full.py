@@ -29,12 +29,12 @@ from cardbench.verify.options import VerifyOptions, target_kind
 __all__ = ["CHUNK", "FILE_RE", "STATE_NAME", "DeviceRun", "DirRun", "FillRun", "default_file_bytes", "verify_full"]
 
 
-def verify_full(target: str, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
+def verify_full(target, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
                 file_bytes: int | None = None, progress=None, seed: int | None = None,
                 check_safety: bool = True, max_bytes: int | None = None,
                 state_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Fill and check a mounted filesystem (``target`` a directory) or a whole block device
-    (``destructive=True`` required). Returns a ``cardbench.verify/1`` document (mode "full").
+    (``destructive=True`` required); ``target`` from :func:`cardbench.target.open_target`, or a path. Returns a ``cardbench.verify/1`` document (mode "full").
 
     ``resume``: continue the interrupted run found at ``target``. ``keep_files``: leave the
     files (directory mode). ``state_dir``: where the state is kept (a block device) or mirrored
@@ -45,10 +45,12 @@ def verify_full(target: str, *, destructive: bool = False, resume: bool = False,
     device without ``destructive``: UsageError). Ctrl-C raises ``Interrupted`` (``.doc`` is the
     partial document; the files and state stay for ``resume``).
     """
-    kind = target_kind(target)
+    from cardbench.target import Target, open_target
+    if not isinstance(target, Target):
+        target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     VerifyOptions(full=True, destructive=destructive, resume=resume, keep_files=keep_files,
-                  file_bytes=file_bytes).check(kind, target)
-    if kind == "directory":
+                  file_bytes=file_bytes).check(target_kind(target), target.path)
+    if target.is_directory:
         run = DirRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                       keep_files=keep_files, max_bytes=max_bytes, state_dir=state_dir)
     else:

@@ -20,11 +20,12 @@ from cardbench.verify.full_state import state_dir as default_state_dir
 class DirRun(FillRun):
     mode_target = "directory"
 
-    def __init__(self, target: str, *, progress, seed, file_bytes, resume, keep_files, max_bytes, state_dir=None):
+    def __init__(self, target, *, progress, seed, file_bytes, resume, keep_files, max_bytes, state_dir=None):
+        """``target``: a directory target (cardbench.target.open_target), or its path."""
         super().__init__(progress, seed, file_bytes, resume, max_bytes)
         self.state_root = Path(state_dir) if state_dir is not None else default_state_dir()
         from cardbench.target import DirTarget
-        self.target = DirTarget.open(target)
+        self.target = target if isinstance(target, DirTarget) else DirTarget.open(target)
         self.dir = Path(self.target.path)
         self.keep_files = keep_files
         self.state_path = self.dir / STATE_NAME
@@ -43,7 +44,7 @@ class DirRun(FillRun):
             return
         try:
             from cardbench.devices import resolve_device
-            whole, part = resolve_device(dev)
+            whole, part = resolve_device(dev, devno=self.target.device_devno)
         except CardbenchError:
             return
         self.device_path = whole.path
@@ -70,8 +71,10 @@ class DirRun(FillRun):
 
     def _mirror_name(self) -> str:
         if getattr(self, "_mirror", None) is None:
-            st = os.stat(self.dir)
-            self._mirror = f"dir-{os.major(st.st_dev)}-{os.minor(st.st_dev)}-{st.st_ino}.json"
+            from cardbench.devices.lock import key_of_stat
+            st = self.target._st
+            self._mirror = (f"{key_of_stat(st)}.json" if st is not None
+                            else f"dir-{self.target.lock_key}.json")
         return self._mirror
 
     def _leftovers(self) -> list[Path]:
@@ -102,6 +105,11 @@ class DirRun(FillRun):
         return total
 
     def next_unit(self) -> dict | None:
+        moved = self.target.moved()
+        if moved:      # never fill the filesystem below an unmounted card's mount point
+            self.gone = True
+            self.stopped = f"{self.dir}: {moved}"
+            return None
         units = self.state["units"]
         done = sum(u.get("written", 0) for u in units if u.get("complete"))
         if self.max_bytes is not None and done >= self.max_bytes:
@@ -173,9 +181,9 @@ class DirRun(FillRun):
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
-        from cardbench.devices.lock import lock_key, target_lock
+        from cardbench.devices.lock import target_lock
         # the card, not the directory (as `cardbench run` locks it): never two tests on one card at once
-        with target_lock(lock_key(self.target.device or str(self.dir)), label=str(self.dir)):
+        with target_lock(self.target.lock_key, label=str(self.dir)):
             self._prepare()
             try:
                 if self.state["phase"] == "write":
@@ -230,9 +238,8 @@ class DirRun(FillRun):
         announced = self.whole_size
         if announced is None:
             try:
-                v = os.statvfs(self.dir)
-                announced = v.f_blocks * v.f_frsize
-            except OSError:
+                announced = self.target.size()
+            except CardbenchError:
                 announced = 0
         self.doc["method"]["free_bytes_at_start"] = self.target.free_bytes
         self.finish(announced=announced, device=self.device_path, offset_on_device=self.part_offset,
@@ -264,9 +271,13 @@ class DirRun(FillRun):
 class DeviceRun(FillRun):
     mode_target = "device"
 
-    def __init__(self, path: str, *, progress, seed, file_bytes, resume, check_safety, max_bytes, state_dir):
+    def __init__(self, target, *, progress, seed, file_bytes, resume, check_safety, max_bytes, state_dir):
+        """``target``: a device target (cardbench.target.open_target), or its path."""
         super().__init__(progress, seed, file_bytes, resume, max_bytes)
-        self.path = path
+        from cardbench.target import DeviceTarget, open_target
+        self.target = target if isinstance(target, DeviceTarget) else open_target(target, kinds=("device",),
+                                                                                   whole_device=True)
+        self.path = self.target.path
         self.check_safety = check_safety
         self.state_root = Path(state_dir) if state_dir is not None else default_state_dir()
         self.fd: int | None = None
@@ -315,21 +326,21 @@ class DeviceRun(FillRun):
         return [(virtual, length)]
 
     def run(self) -> dict:
-        from cardbench.devices.lock import lock_key, target_lock
+        from cardbench.devices.lock import target_lock
         from cardbench.devices.safety import check_destructive, open_exclusive
+        try:
+            self.dev = self.target.block_device()
+        except CardbenchError:
+            if self.check_safety:
+                raise
+            self.dev = None
         if self.check_safety:
-            self.dev = check_destructive(self.path)
-        else:
-            try:
-                from cardbench.devices import get_device
-                self.dev = get_device(self.path, whole_device=True)
-            except CardbenchError:
-                self.dev = None
+            self.dev = check_destructive(self.dev)   # the state read again, now, and the identity compared
         card, reader = identity(self.dev)
         self.doc["card"] = card.to_dict() if card else None
         self.doc["reader"] = reader.to_dict() if reader else None
         self.doc["device"] = self.path
-        with target_lock(lock_key(self.path), label=self.path), open_exclusive(self.path, write=True) as fd:
+        with target_lock(self.target.lock_key, label=self.path), open_exclusive(self.path, write=True) as fd:
             self.fd = fd
             self.size = os.lseek(fd, 0, os.SEEK_END)
             self._prepare()

@@ -1,8 +1,9 @@
 """What a verify may be asked, checked in one place: :class:`VerifyOptions` and its rules.
 
-``VerifyOptions(...).validate(target)`` says which test a target gets ("quick" or "full") or
-refuses in one line: a missing target is a :class:`~cardbench.errors.TargetError` (exit 3), every
-other rule a :class:`~cardbench.errors.UsageError` (exit 2). The command line only parses its
+``VerifyOptions(...).validate(target)`` says which test an opened target
+(:func:`cardbench.target.open_target`, which refuses a missing or unusable path in its one
+wording) gets ("quick" or "full"), or refuses in one line with a
+:class:`~cardbench.errors.UsageError` (exit 2). The command line only parses its
 options into a ``VerifyOptions``; :func:`verify_target` (what ``cardbench verify`` runs after the
 user confirmed a destructive test) and :func:`cardbench.verify.verify_full` check the same rules.
 """
@@ -10,28 +11,20 @@ user confirmed a destructive test) and :func:`cardbench.verify.verify_full` chec
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cardbench.errors import TargetError, UsageError
+from cardbench.errors import UsageError
 
 MiB = 1 << 20
 TargetKind = Literal["directory", "device", "other"]
 
 
-def target_kind(target: str) -> TargetKind:
-    """What ``target`` is: "directory", "device" (a block device) or "other"; TargetError when it
-    cannot be looked at (missing, no permission)."""
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        raise TargetError(f"{target}: no such file, directory or device") from None
-    except OSError as e:
-        raise TargetError(f"{target}: {e.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        return "directory"
-    return "device" if stat.S_ISBLK(st.st_mode) else "other"
+def target_kind(target) -> TargetKind:
+    """What an opened target (:func:`cardbench.target.open_target`, or a model of one) is:
+    "directory", "device" (a block device) or "other"."""
+    kind = getattr(target, "kind", None)
+    return kind if kind in ("directory", "device") else "other"
 
 
 @dataclass(frozen=True)
@@ -48,9 +41,9 @@ class VerifyOptions:
     assume_cache_bytes: int | None = None     #: quick mode
     seed: int | None = None
 
-    def validate(self, target: str) -> Literal["quick", "full"]:
-        """The test ``target`` gets, after every rule (TargetError for a missing target, else UsageError)."""
-        return self.check(target_kind(target), target)
+    def validate(self, target) -> Literal["quick", "full"]:
+        """The test ``target`` (an opened target) gets, after every rule (UsageError)."""
+        return self.check(target_kind(target), target.path)
 
     def check(self, kind: TargetKind, target: str) -> Literal["quick", "full"]:
         """The rules for a target of this ``kind`` (no look at the system: a model can be checked)."""
@@ -74,10 +67,14 @@ class VerifyOptions:
         return "full" if full else "quick"
 
 
-def verify_target(target: str, options: VerifyOptions, *, progress=None, check_safety: bool = True) -> dict[str, Any]:
-    """Verify ``target`` (a block device: the quick probe, or with ``full`` a destructive fill; a
-    directory: full mode) after :meth:`VerifyOptions.validate`; a ``cardbench.verify/1`` document.
-    A destructive test must have been confirmed by the caller (``cardbench verify`` asks)."""
+def verify_target(target, options: VerifyOptions, *, progress=None, check_safety: bool = True) -> dict[str, Any]:
+    """Verify ``target`` (a path, or a target from :func:`cardbench.target.open_target`: a block
+    device gets the quick probe, or with ``full`` a destructive fill; a directory full mode) after
+    :meth:`VerifyOptions.validate`; a ``cardbench.verify/1`` document. A destructive test must
+    have been confirmed by the caller (``cardbench verify`` asks)."""
+    from cardbench.target import Target, open_target
+    if not isinstance(target, Target):
+        target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     o = options
     if o.validate(target) == "full":
         from cardbench.verify.full import verify_full

@@ -23,16 +23,18 @@ from typing import Any
 from cardbench.engine.data import geometry
 from cardbench.errors import CardbenchError, Interrupted, TargetError
 from cardbench.progress import NullProgress
-from cardbench.signals import signals_held
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
 from cardbench.verify.io import DeviceIO
 from cardbench.verify.options import VerifyOptions
 from cardbench.verify.probe import MIN_DEVICE, ProbeOptions, Prober
 
-def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
+
+def verify_device(target, *, destructive: bool = False, journal_dir: str | os.PathLike | None = None,
                   time_budget: float | None = None, progress=None, seed: int | None = None,
                   assume_cache_bytes: int | None = None, check_safety: bool = True) -> dict[str, Any]:
-    """Probe the block device ``path`` for fake capacity; returns a ``cardbench.verify/1`` document.
+    """Probe the block device ``target`` (a device target from
+    :func:`cardbench.target.open_target`, or its path) for fake capacity; returns a
+    ``cardbench.verify/1`` document.
 
     ``destructive=True`` skips saving and restoring (the caller -- the CLI -- must have had the
     user confirm). ``journal_dir``: root of the preserve journal (default: the user data dir).
@@ -41,7 +43,12 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
     ``assume_cache_bytes``: the largest cache a card is assumed to hide data in when it cannot
     be measured (default: size/64 clamped to 8..256 MiB).
     """
-    VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", path)
+    # the options first (they need no look at the system), then the target, opened once
+    VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", getattr(target, "path", target))
+    from cardbench.target import DeviceTarget, open_target
+    if not isinstance(target, DeviceTarget):
+        target = open_target(target, kinds=("device",), whole_device=True)
+    path = target.path
     progress = progress or NullProgress()
     doc = new_doc("quick")
     doc["device"] = path
@@ -54,24 +61,24 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
             recovered = [r.to_dict() for r in recover_pending(journal_dir)]
         except CardbenchError as e:
             recovered = [{"status": "failed", "message": e.message}]
+    try:
+        dev = target.block_device()
+    except CardbenchError:
+        if check_safety:
+            raise
+        dev = None
     if check_safety:
         from cardbench.devices.safety import check_destructive
-        dev = check_destructive(path)
-    else:
-        try:
-            from cardbench.devices import get_device
-            dev = get_device(path, whole_device=True)
-        except CardbenchError:
-            dev = None
+        dev = check_destructive(dev)     # the state read again, now, and the identity compared
     card, reader = identity(dev)
     doc["card"] = card.to_dict() if card else None
     doc["reader"] = reader.to_dict() if reader else None
     if recovered:
         doc["recovered_journals"] = recovered
 
-    from cardbench.devices.lock import lock_key, target_lock
+    from cardbench.devices.lock import target_lock
     from cardbench.devices.safety import open_exclusive
-    with target_lock(lock_key(path), label=path), open_exclusive(path, write=True) as fd:
+    with target_lock(target.lock_key, label=path), open_exclusive(path, write=True) as fd:
         sector, size = geometry(fd)
         doc["announced_bytes"] = size
         if size < MIN_DEVICE:
@@ -88,7 +95,7 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
                                                  assume_cache_bytes=assume_cache_bytes))
             if not destructive:
                 from cardbench.devices.preserve import Preserver
-                saver = prober.saver = Preserver(path, journal_dir)
+                saver = prober.saver = Preserver(target, journal_dir)
             try:
                 result = prober.run()
             except (KeyboardInterrupt, Interrupted) as e:
@@ -107,33 +114,22 @@ def verify_device(path: str, *, destructive: bool = False, journal_dir: str | os
 
 
 def _restore(saver, progress) -> dict[str, Any]:
-    """Put every saved byte back (signals held meanwhile); never raises."""
+    """Put every saved byte back (signals held meanwhile: devices.preserve.restore_held); never raises."""
     if saver is None:
         return {"status": "not used", "message": "destructive mode: nothing was saved",
                 "saved_bytes": 0, "restored_bytes": 0, "seconds": 0.0}
+    from cardbench.devices.preserve import restore_held
     saved = saver.saved_bytes
-    journal = str(getattr(saver, "path", "") or "")
-    t0 = time.perf_counter()
-    with signals_held() as sigs:
-        try:
-            with progress.task("verify: restoring saved bytes", saved) as adv:
-                n = saver.restore()
-                adv(n)
-            out = {"status": "restored", "message": f"restored {n} bytes", "saved_bytes": saved,
-                   "restored_bytes": n}
-        except (CardbenchError, OSError) as e:
-            msg = e.message if isinstance(e, CardbenchError) else str(e)
-            try:
-                saver.close()
-            except Exception:  # noqa: BLE001 - closing must not hide the restore error
-                pass
-            out = {"status": "kept", "message": f"restoring failed ({msg}); the original bytes are kept in "
-                                                 f"{journal} and are written back by the next cardbench verify "
-                                                 f"or `cardbench recover` once the card is back",
-                   "saved_bytes": saved, "restored_bytes": 0, "journal": journal}
-    out["seconds"] = time.perf_counter() - t0
-    if sigs:
-        out["signals"] = sigs
+    done = restore_held(saver, progress, "verify: restoring saved bytes")
+    if done.kept is None:
+        out = {"status": "restored", "message": f"restored {done.restored_bytes} bytes", "saved_bytes": saved,
+               "restored_bytes": done.restored_bytes}
+    else:
+        out = {"status": "kept", "message": done.kept, "saved_bytes": saved, "restored_bytes": 0,
+               "journal": done.journal}
+    out["seconds"] = done.seconds
+    if done.signals:
+        out["signals"] = done.signals
     return out
 
 

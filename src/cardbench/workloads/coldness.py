@@ -35,6 +35,7 @@ from typing import Callable
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
 from cardbench.engine.errors import DENIED, IoFault, IoSetupError
+from cardbench.target import is_fuse
 from cardbench.workloads.files import drop_cache
 
 #: BLKFLSBUF, linux/fs.h _IO(0x12, 97): flush a block device's buffers and drop its page cache
@@ -49,14 +50,6 @@ PROBE_BLOCK = 1 << 20
 PROBE_SECONDS = 0.25
 PROBE_MIN_BLOCKS = 2
 PROBE_MAX_BYTES = 64 << 20
-#: filesystems served by a process in user space (their reads pass the device's page cache)
-FUSE_TYPES = ("fuse", "fuseblk")
-
-
-def is_fuse(fstype: str | None) -> bool:
-    return bool(fstype) and (fstype in FUSE_TYPES or fstype.startswith(("fuse.", "fuseblk.")))
-
-
 def filesystem_on(device: str) -> str | None:
     """What a device's first sector says it holds ("exfat", "ntfs", "vfat"), for a FUSE mount whose
     mountinfo says only "fuseblk"; None when unreadable or unknown."""
@@ -169,7 +162,8 @@ class ColdReads:
     """Cold reads of files on one filesystem, each proved cold (see the module docstring).
 
     ``device``: the block device under the filesystem (target.block_device_of, FUSE included);
-    ``ceiling``: the path's physical ceiling in bytes/s, used when the device cannot be read."""
+    ``ceiling``: the path's physical ceiling in bytes/s, used when the device cannot be read.
+    :meth:`of` makes one for a directory target."""
 
     device: str | None
     fstype: str | None
@@ -180,6 +174,11 @@ class ColdReads:
     dropped: dict[str, str] = field(default_factory=dict)
     retried: int = 0
     cached_runs: int = 0
+
+    @classmethod
+    def of(cls, target, ceiling: float | None = None) -> "ColdReads":
+        """Cold reads on a directory target (cardbench.target.open_target): its device and filesystem."""
+        return cls(device=target.device, fstype=target.fstype, ceiling=ceiling)
 
     def drop(self, path: str, *, everything: bool = False) -> float:
         """Drop the file's and the device's page cache (``everything``: all caches, as root);

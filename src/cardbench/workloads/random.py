@@ -4,9 +4,10 @@
 run kept apart, then ``runs`` timed runs, each a :class:`~cardbench.result.Run` with bytes,
 seconds, operations (IOPS) and per-operation latency percentiles (p50, p90, p99, p99.9, max).
 
-Each run is time-based and size-capped: it stops after ``duration`` seconds or after ``size``
-bytes, whichever comes first, so a slow card finishes in bounded time and a fast one does not
-run past the test area. Operations still in flight at the deadline are waited for and counted.
+Each run of :func:`run_pattern` is time-based (fio's ``time_based``): it lasts ``duration``
+seconds, a sequential run wrapping to the area's start at its end, so a fast card is timed as
+long as a slow one (``time_based=False``: it also stops after the area's bytes, whichever comes
+first). Operations still in flight at the deadline are waited for and counted.
 
 The test area (:class:`TestArea`, :func:`open_area`):
 
@@ -17,7 +18,7 @@ The test area (:class:`TestArea`, :func:`open_area`):
   filled; writes only with ``allow_write=True`` (the safety rules decide, not this module).
 
 Random offsets are aligned to the block size, drawn uniformly (with repetition) over the area.
-Sequential runs start at the area's start and stop at its end. Writes end with an fsync inside
+Sequential runs start at the area's start and wrap to it at its end. Writes end with an fsync inside
 the timed part (fio: ``end_fsync=1``), so a figure means "on the card", not "in a cache".
 
 Engines: any registered one (:mod:`cardbench.engine.registry`; ``sync`` QD1 only, ``queued``
@@ -35,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cardbench.engine.buffers import aligned_buffer, release
-from cardbench.engine.data import DataFile
 from cardbench.engine.errors import IoFault
 from cardbench.engine.jobs import Job, run_job
 from cardbench.engine.registry import check_depth
@@ -43,7 +43,7 @@ from cardbench.errors import SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
-from cardbench.target import AREA_ALIGN, Target
+from cardbench.target import AREA_ALIGN, Target, open_target
 from cardbench.units import block_label
 
 KiB = 1 << 10
@@ -166,20 +166,24 @@ def check_write_allowed(area_or_kind: TestArea | str, path: str, allow_write: bo
                             "needs allow_write=True (granted by the safety rules)")
 
 
-def open_area(path: str, size: int | None = None, *, fill: bool = True, write: bool = False,
+def open_area(target: Target | str, size: int | None = None, *, fill: bool = True, write: bool = False,
               allow_write: bool = False, offset: int = 0, max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS,
-              tag: int | None = None, progress: Callable[[int, int], None] | None = None) -> TestArea:
-    """Prepare the test area on ``path`` (see the module docstring). Close it when done.
+              tag: int | None = None, progress: Callable[[int, int], None] | None = None,
+              margin: int | None = None) -> TestArea:
+    """Prepare the test area on ``target`` (a :class:`cardbench.target.Target`, or a path opened
+    with :func:`cardbench.target.open_target`; see the module docstring). Close it when done.
 
-    ``size``: bytes wanted (default: 1 GiB, at most a quarter of the free space, on a filesystem;
-    the whole range on a device or image). ``write``: the tests will write (a device or image
+    ``size``: bytes wanted (default: 1 GiB, at most a quarter of the free space and the
+    filesystem's largest file, on a filesystem; the whole range on a device or image). ``write``: the tests will write (a device or image
     then needs ``allow_write``). ``progress(done, total)`` is called while filling.
     """
-    target = Target.at(path)
+    if not isinstance(target, Target):
+        target = open_target(target)
+    path = target.path
     if size is not None and (not isinstance(size, int) or size <= 0):
         raise UsageError(f"the test area size must be a positive number of bytes, got {size!r}")
     if target.is_directory:
-        _, want = target.area(size, default=DEFAULT_AREA, share=0.25)
+        _, want = target.area(size, default=DEFAULT_AREA, share=0.25, margin=margin)
         return _make_file_area(target, want, fill=fill, max_fill_seconds=max_fill_seconds, tag=tag,
                                progress=progress)
     if write:
@@ -193,7 +197,7 @@ def open_area(path: str, size: int | None = None, *, fill: bool = True, write: b
 def _make_file_area(target: Target, size: int, *, fill: bool, max_fill_seconds: float | None, tag: int | None,
                     progress) -> TestArea:
     fpath = target.scratch_file("area")
-    f = DataFile.open(fpath, write=True, create=True)
+    f = target.open_data(fpath, write=True, create=True)
     area = TestArea(path=fpath, offset=0, size=size, kind="file", created=True)
     try:
         if not f.direct:
@@ -249,31 +253,32 @@ def _make_file_area(target: Target, size: int, *, fill: bool, max_fill_seconds: 
 # --- one run -------------------------------------------------------------------------------
 
 def job_for(spec: PatternSpec, area: TestArea, *, duration: float, size: int | None, direct: bool,
-            seed: int | None, sync_end: bool, backend: str) -> Job:
+            seed: int | None, sync_end: bool, backend: str, time_based: bool = False) -> Job:
     """The engine job of one run of ``spec`` on ``area``."""
     return Job(path=area.path, op=spec.op, block_size=spec.block_size, area=area.size - area.size % spec.block_size,
                offset=area.offset, sequential=spec.sequential, queue_depth=spec.queue_depth, threads=spec.threads,
                size=area.size if size is None else size, duration=duration, direct=direct, sync_end=sync_end,
-               seed=seed, backend=backend)
+               seed=seed, backend=backend, time_based=time_based)
 
 
 def run_once(spec: PatternSpec, area: TestArea, engine: str = "queued", *, duration: float = 3.0,
              size: int | None = None, direct: bool = True, seed: int | None = None, sync_end: bool = True,
-             backend: str = "auto") -> Run:
-    """One timed run of ``spec`` on ``area`` with ``engine``; the Run has ops and latency_s."""
+             backend: str = "auto", time_based: bool = False) -> Run:
+    """One timed run of ``spec`` on ``area`` with ``engine``; the Run has ops and latency_s.
+    ``time_based``: it lasts ``duration`` whatever ``size`` says, wrapping the area."""
     if area.size < spec.block_size:
         raise UsageError(f"the test area ({area.size} B) is smaller than one block ({spec.block_size} B)")
     return run_job(engine, job_for(spec, area, duration=duration, size=size, direct=direct, seed=seed,
-                                   sync_end=sync_end, backend=backend))
+                                   sync_end=sync_end, backend=backend, time_based=time_based))
 
 
-def run_pattern(path: str | TestArea, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
+def run_pattern(path: Target | str | TestArea, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
                 size: int | None = None, *, warmup: int = 1, allow_write: bool = False, interval: float = 0.0,
                 direct: bool = True, sync_end: bool = True, seed: int | None = None, backend: str = "auto",
-                max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS,
+                max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS, time_based: bool = True,
                 progress: Callable[[str, int, Run], None] | None = None) -> TestResult:
-    """Measure the pattern ``name`` on ``path`` (directory, block device, image file or a prepared
-    :class:`TestArea`). ``size``: the test area and the most bytes a run moves; ``duration``: the
+    """Measure the pattern ``name`` on ``path`` (a target -- directory, block device or image file
+    -- or its path, or a prepared :class:`TestArea`). ``size``: the test area and the most bytes a run moves; ``duration``: the
     most seconds a run takes. ``warmup`` runs are kept apart from the ``runs`` measured ones.
     ``progress(name, i, run)`` after each run (i < 0 for warm-up runs).
     """
@@ -294,7 +299,7 @@ def run_pattern(path: str | TestArea, name: str, engine: str = "queued", runs: i
                 check_write_allowed(area, area.path, allow_write)
             return _measure(spec, area, engine, runs=runs, warmup=warmup, duration=duration, size=size,
                             interval=interval, direct=direct, sync_end=sync_end, seed=seed, backend=backend,
-                            progress=progress)
+                            time_based=time_based, progress=progress)
         finally:
             if own:
                 area.close()
@@ -302,7 +307,7 @@ def run_pattern(path: str | TestArea, name: str, engine: str = "queued", runs: i
 
 def _measure(spec: PatternSpec, area: TestArea, engine: str, *, runs: int, warmup: int, duration: float,
              size: int | None, interval: float, direct: bool, sync_end: bool, seed: int | None, backend: str,
-             progress) -> TestResult:
+             time_based: bool, progress) -> TestResult:
     result = TestResult(name=spec.name, method={})
     result.warnings.extend(area.warnings)
     base_seed = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
@@ -312,7 +317,7 @@ def _measure(spec: PatternSpec, area: TestArea, engine: str, *, runs: int, warmu
         if i and interval > 0:
             time.sleep(interval)
         run = run_once(spec, area, engine, duration=duration, size=cap, direct=direct,
-                       seed=base_seed + i * 1009, sync_end=sync_end, backend=backend)
+                       seed=base_seed + i * 1009, sync_end=sync_end, backend=backend, time_based=time_based)
         if i < warmup:
             result.warmup.append(run)
         else:
@@ -330,12 +335,13 @@ def _measure(spec: PatternSpec, area: TestArea, engine: str, *, runs: int, warmu
         "threads": spec.threads,
         "direct": direct and first.extra.get("direct", True),
         "duration": duration,
-        "size_bytes": cap,
+        "size_bytes": None if time_based else cap,
         "runs": runs,
         "warmup_runs": warmup,
         "interval": interval,
         "sync_end": spec.is_write and sync_end,
-        "stop": "at duration or size, whichever first",
+        "stop": ("at duration (time-based: sequential offsets wrap within the area)" if time_based
+                 else "at duration or size, whichever first"),
         **area.describe(),
     }
     for key in RUN_METHOD_KEYS:     # how the engine ran it (queued: backend; fio: version, command)

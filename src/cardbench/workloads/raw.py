@@ -26,8 +26,12 @@ BLOCK = 1 << 20
 Progress = Callable[[int], None]
 
 
-def open_device(path: str, write: bool = False) -> DataFile:
-    return DataFile.open(path, write=write)
+def open_device(target, write: bool = False) -> DataFile:
+    """The device's bytes: ``target`` a device target (cardbench.target.open_target) opens
+    through its own ``open_data``; a path (a library caller's) through the I/O layer directly."""
+    if hasattr(target, "open_data"):
+        return target.open_data(write=write)
+    return DataFile.open(target, write=write)
 
 
 def positions(size: int, count: int, sample: int, align: int = BLOCK) -> list[int]:
@@ -67,7 +71,7 @@ def _timed_span(dev, kind: str, offset: int, length: int, buf, pattern: Pattern 
     return time.perf_counter() - t0
 
 
-def sampled_sweep(path: str, kind: str, *, count: int, sample: int, pattern: Pattern | None = None,
+def sampled_sweep(path, kind: str, *, count: int, sample: int, pattern: Pattern | None = None,
                   preserve=None, progress: Progress | None = None) -> Run:
     """One sweep: ``count`` samples of ``sample`` bytes at evenly spread positions. The run's
     bytes and seconds are the sums; ``extra['positions']`` is [[offset, bytes_per_s], ...]."""
@@ -93,7 +97,7 @@ def sampled_sweep(path: str, kind: str, *, count: int, sample: int, pattern: Pat
         release(buf)
 
 
-def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
+def auto_sample(path, count: int, target_seconds: float = 3.0) -> int:
     """A sample size such that a sweep of ``count`` samples lasts about ``target_seconds``."""
     f = open_device(path)
     buf = aligned_buffer(BLOCK)
@@ -113,7 +117,7 @@ def auto_sample(path: str, count: int, target_seconds: float = 3.0) -> int:
         release(buf)
 
 
-def random_access(path: str, *, duration: float = 2.0, block: int = 4096, max_ops: int = 100_000,
+def random_access(path, *, duration: float = 2.0, block: int = 4096, max_ops: int = 100_000,
                   seed: int | None = None) -> Run:
     """4 KiB random reads at queue depth 1 spread over the whole device, for ``duration`` s."""
     f = open_device(path)
@@ -132,7 +136,7 @@ def random_access(path: str, *, duration: float = 2.0, block: int = 4096, max_op
             got = f.read_at(mv, off)
             now = time.perf_counter()
             if got != block:
-                raise DeviceFault(f"{path}: short read at byte {off}")
+                raise DeviceFault(f"{f.path}: short read at byte {off}")
             lat.append(now - t0)
         seconds = now - t_start
     finally:

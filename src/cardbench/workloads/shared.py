@@ -21,25 +21,27 @@ SECONDS = 2.0
 COUNT = 4
 
 
-def read_together(paths: list[str], *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
-    """``{"devices": [{"device", "alone_bytes_per_s", "together_bytes_per_s", "sample_bytes"}],
+def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
+    """Read the devices at ``paths`` (paths, opened with cardbench.target.open_target) alone,
+    then at once. ``{"devices": [{"device", "alone_bytes_per_s", "together_bytes_per_s", "sample_bytes"}],
     "alone_sum_bytes_per_s", "together_bytes_per_s", "together_seconds", "method"}`` (bytes/s)."""
-    from cardbench.devices import get_device
-    from cardbench.devices.lock import lock_key, target_lock
+    from cardbench.devices.lock import target_lock
+    from cardbench.target import open_target
     from cardbench.workloads import raw
 
     if len(set(paths)) < 2:
         raise UsageError("--probe needs two or more different devices (cards in one reader or behind one hub)")
-    devices = [get_device(p, whole_device=True) for p in dict.fromkeys(paths)]
+    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
+    devices = [t.block_device() for t in targets]
     for dev in devices:
         if not dev.medium_present:
             raise UsageError(f"{dev.path} has no medium (size 0): is the card inserted?")
     import contextlib
     with contextlib.ExitStack() as locks:
-        for dev in devices:
-            locks.enter_context(target_lock(lock_key(dev.path), wait=False, label=dev.path))
-        samples = [raw.auto_sample(d.path, count, target_seconds=seconds) for d in devices]
-        alone = [raw.sampled_sweep(d.path, "read", count=count, sample=s) for d, s in zip(devices, samples)]
+        for t in targets:
+            locks.enter_context(target_lock(t.lock_key, wait=False, label=t.path))
+        samples = [raw.auto_sample(t, count, target_seconds=seconds) for t in targets]
+        alone = [raw.sampled_sweep(t, "read", count=count, sample=s) for t, s in zip(targets, samples)]
         barrier = threading.Barrier(len(devices) + 1)
         runs: list[Any] = [None] * len(devices)
         ends: list[float] = [0.0] * len(devices)
@@ -48,7 +50,7 @@ def read_together(paths: list[str], *, seconds: float = SECONDS, count: int = CO
         def one(i: int) -> None:
             try:
                 barrier.wait()
-                runs[i] = raw.sampled_sweep(devices[i].path, "read", count=count, sample=samples[i])
+                runs[i] = raw.sampled_sweep(targets[i], "read", count=count, sample=samples[i])
                 ends[i] = time.perf_counter()
             except BaseException as e:   # noqa: BLE001 - handed to the caller's thread
                 errors.append(e)

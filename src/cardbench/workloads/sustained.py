@@ -38,7 +38,8 @@ from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
 from cardbench.stats import percentiles
-from cardbench.target import Target, default_margin
+from cardbench.plan import sustained_size
+from cardbench.target import Target, open_target
 from cardbench.workloads.random import MiB, check_write_allowed
 
 DEFAULT_CHUNK = 4 * MiB
@@ -48,35 +49,31 @@ DEFAULT_SLICES = 200
 MIN_CACHE_RATIO = 1.2
 
 
-def sustained_write(path: str, total_bytes: int | None = None, chunk: int = DEFAULT_CHUNK, allow_write: bool = False,
+def sustained_write(target: Target | str, total_bytes: int | None = None, chunk: int = DEFAULT_CHUNK, allow_write: bool = False,
                     *, slice_bytes: int | None = None, margin: int | None = None, offset: int = 0,
                     engine: str = "sync", queue_depth: int = 1, max_seconds: float | None = None,
                     direct: bool = True, tag: int | None = None, min_ratio: float = MIN_CACHE_RATIO,
                     progress: Callable[[int, int, float], None] | None = None) -> TestResult:
-    """Write ``total_bytes`` (default: all the free space less ``margin``, or the whole device)
-    sequentially in ``chunk``-byte O_DIRECT writes and analyse the rate curve.
+    """Write ``total_bytes`` (default: all the free space less ``margin``, at most the
+    filesystem's largest file (cardbench.plan.sustained_size), or the whole device) sequentially
+    in ``chunk``-byte O_DIRECT writes and analyse the rate curve. ``target``: a
+    :class:`cardbench.target.Target`, or a path opened with :func:`cardbench.target.open_target`.
 
     ``max_seconds`` stops early (the result says so). ``progress(written, total, bytes_per_s)``
     is called after every slice.
     """
     if not isinstance(chunk, int) or chunk < 4096 or chunk % 4096:
         raise UsageError(f"the chunk must be a multiple of 4 KiB, got {chunk!r}")
-    target = Target.at(path)
+    if not isinstance(target, Target):
+        target = open_target(target)
+    path = target.path
     kind = target.kind
     if total_bytes is not None and (not isinstance(total_bytes, int) or total_bytes < chunk):
         raise UsageError(f"total_bytes must be at least one chunk ({chunk} B), got {total_bytes!r}")
     warnings: list[str] = []
     with sigterm_raises():
         if kind == "directory":
-            free = target.free_now()
-            m = default_margin(free) if margin is None else margin
-            avail = free - m
-            total = avail if total_bytes is None else min(total_bytes, avail)
-            if total_bytes is not None and total_bytes > avail:
-                warnings.append(f"only {avail} B free beyond the {m} B margin; wrote that much")
-            total -= total % chunk
-            if total < chunk:
-                raise TargetError(f"{path}: too little free space for a sustained write ({free} B free)")
+            total, warnings = sustained_size(target, total_bytes, margin=margin, chunk=chunk)
             dest = target.scratch_file("sustained")
             start = 0
             create = True
