@@ -215,7 +215,9 @@ def test_not_root_says_what_it_cannot_run(tmp_path):
 
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
     """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
-    the capped reader's ceiling within 5%, as direct evidence."""
+    the capped reader's ceiling within 5%, as direct evidence. The card is known by its own
+    identity (its CID serial, given here: an emulated card has none): a name alone would not
+    make it the same card (issue 24)."""
     from cardbench.emulate import CardSpec, EmulatedReader
     emu = tmp_path / "emu"
     emu.mkdir()
@@ -230,7 +232,8 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
             with EmulatedReader(ceiling=cap) as reader:
                 card = reader.add_card(spec)
                 result = run_device(card.device, DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
-                                                               card=Card(brand="Known", name="Fast"),
+                                                               card=Card(brand="Known", name="Fast", serial="03-SD-0x1",
+                                                                         serial_source="cid"),
                                                                reader=Reader(name=name)))
             with open_store(db) as store:
                 store.save(result)
