@@ -198,6 +198,21 @@ class Qmp:
         line, _, self.buf = self.buf.partition(b"\n")
         return json.loads(line)
 
+    def wait_event(self, name: str, timeout: float = 30.0, **match: Any) -> dict:
+        """The next QMP event ``name`` whose data holds ``match`` (events seen before count)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, ev in enumerate(self.events):
+                if ev.get("event") == name and all((ev.get("data") or {}).get(k) == v for k, v in match.items()):
+                    return self.events.pop(i)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no QMP event {name} {match}")
+            self.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                self.events.append(self._read())
+            except socket.timeout:
+                pass
+
     def cmd(self, name: str, **args: Any) -> Any:
         msg: dict[str, Any] = {"execute": name}
         if args:
@@ -306,7 +321,7 @@ class Guest:
         qmp_sock = os.path.join(self.tmpdir, "qmp.sock")
         self.console = os.path.join(self.tmpdir, "console.log")
         init = os.path.join(HERE, "guest_init.sh")
-        args = [QEMU, "-accel", "tcg", "-m", str(self.memory_mb), "-smp", "1", "-nodefaults", "-no-user-config",
+        args = [QEMU, "-accel", "tcg", "-cpu", "max", "-m", str(self.memory_mb), "-smp", "1", "-nodefaults", "-no-user-config",
                 "-display", "none", "-nic", "none", "-kernel", kernel, "-initrd", initrd,
                 "-append", f"console=ttyS0 quiet loglevel=4 panic=-1 cardbench.init={init} "
                            f"cardbench.checkout={CHECKOUT} cardbench.python={sys.executable} "
@@ -323,9 +338,14 @@ class Guest:
             args += ["-device", dev]
         args += self.extra
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        self.qmp = Qmp(qmp_sock)
+        self.qemu_log = os.path.join(self.tmpdir, "qemu.log")
+        with open(self.qemu_log, "wb") as log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        try:
+            self.qmp = Qmp(qmp_sock)
+        except OSError as e:
+            raise RuntimeError(f"QEMU did not start ({e}): {self.qemu_text()}") from None
         self.agent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.agent.connect(agent_sock)
         self.agent.settimeout(self.boot_timeout)
@@ -357,12 +377,17 @@ class Guest:
                 except ProcessLookupError:
                     pass
                 self.proc.wait(timeout=10)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
             self.proc = None
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
+
+    def qemu_text(self) -> str:
+        try:
+            with open(self.qemu_log, errors="replace") as f:
+                return f.read()[-3000:]
+        except (OSError, AttributeError):
+            return ""
 
     def console_text(self) -> str:
         try:
@@ -370,6 +395,51 @@ class Guest:
                 return f.read()
         except (OSError, AttributeError):
             return ""
+
+    # -- hotplug (QMP) -------------------------------------------------------------------------------
+    def add_node(self, node: str, path: str, group: str | None = None) -> None:
+        """A block node on image ``path`` (created sparse in the temp dir when only a size is known),
+        behind throttle group ``group`` (made with ``-object throttle-group`` in ``extra``)."""
+        assert self.qmp is not None
+        leaf = {"driver": "raw", "file": {"driver": "file", "filename": path, "aio": "threads"},
+                "cache": {"direct": True}}
+        if group:
+            self.qmp.cmd("blockdev-add", **{"driver": "throttle", "node-name": node, "throttle-group": group,
+                                            "file": leaf})
+        else:
+            self.qmp.cmd("blockdev-add", **{"node-name": node, **leaf})
+
+    def image_path(self, name: str, size: int) -> str:
+        """A sparse image of ``size`` bytes in the temp dir (made once; the same name, the same file)."""
+        assert self.tmpdir is not None
+        path = os.path.join(self.tmpdir, f"{name}.img")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.truncate(size)
+        return path
+
+    def plug(self, dev_id: str, driver: str, node: str, **props: Any) -> None:
+        """``device_add`` a USB device (``usb-storage`` on ``xhci.0`` by default) on ``node``."""
+        assert self.qmp is not None
+        self.qmp.cmd("device_add", driver=driver, id=dev_id, drive=node, **props)
+
+    def unplug(self, dev_id: str, node: str | None = None, timeout: float = 30.0) -> None:
+        """``device_del``, wait for the guest to let it go, then free its block node."""
+        assert self.qmp is not None
+        self.qmp.cmd("device_del", id=dev_id)
+        self.qmp.wait_event("DEVICE_DELETED", timeout=timeout, device=dev_id)
+        if node:
+            self.qmp.cmd("blockdev-del", **{"node-name": node})
+
+    def swap_medium(self, dev_id: str, node: str, old_node: str | None = None) -> None:
+        """Take the medium out of a removable SCSI LUN (``scsi-hd,removable=on``) and put ``node`` in."""
+        assert self.qmp is not None
+        self.qmp.cmd("blockdev-open-tray", id=dev_id, force=True)
+        self.qmp.cmd("blockdev-remove-medium", id=dev_id)
+        if old_node:
+            self.qmp.cmd("blockdev-del", **{"node-name": old_node})
+        self.qmp.cmd("blockdev-insert-medium", id=dev_id, **{"node-name": node})
+        self.qmp.cmd("blockdev-close-tray", id=dev_id)
 
     # -- the agent ---------------------------------------------------------------------------------
     def _recv_line(self, deadline: float) -> dict:

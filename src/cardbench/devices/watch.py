@@ -80,6 +80,15 @@ def _size(sysfs_root: str, name: str) -> int:
     return (sectors or 0) * SECTOR
 
 
+def _revalidate(name: str) -> None:
+    """Open and close ``/dev/<name>``: the SCSI disk driver reads a new medium's size on open
+    (after a media-change event sysfs may still show the old one)."""
+    try:
+        os.close(os.open(f"/dev/{name}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError:
+        pass
+
+
 def loop_backing_file(name: str, sysfs_root: str = "/sys") -> str | None:
     """The file behind loop device ``name`` (None when unbound or not a loop device)."""
     return read_text(os.path.join(sysfs_root, "block", name, "loop", "backing_file")) or None
@@ -333,6 +342,8 @@ class Watcher:
             if ev.get("SUBSYSTEM") != "block" or ev.get("DEVTYPE", "disk") != "disk":
                 continue
             name = ev.get("DEVNAME") or os.path.basename(ev.get("DEVPATH", ""))
+            if name and ev.get("DISK_MEDIA_CHANGE") == "1":
+                _revalidate(name)
             if name and (c := self._check(name, ev.get("DISK_MEDIA_CHANGE") == "1")) is not None:
                 changes.append(c)
         return changes, lost
