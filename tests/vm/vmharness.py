@@ -75,9 +75,9 @@ def missing() -> list[str]:
 # --- the initramfs --------------------------------------------------------------------------------
 
 
-def _module_order(release: str, names: tuple[str, ...]) -> list[str]:
+def _module_order(release: str, names: tuple[str, ...], modules_root: str = "/lib/modules") -> list[str]:
     """Relative paths of ``names`` and their dependencies, dependencies first (modules.dep)."""
-    base = f"/lib/modules/{release}"
+    base = os.path.join(modules_root, release)
     deps: dict[str, list[str]] = {}
     by_name: dict[str, str] = {}
     with open(os.path.join(base, "modules.dep")) as f:
@@ -237,6 +237,15 @@ class Qmp:
 # --- the guest ----------------------------------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the QEMU child: be killed when the test process dies, even by SIGKILL (PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 @dataclass
 class Drive:
     """A disk image for the guest: ``size`` bytes, optional throttle (bytes/s) or throttle group."""
@@ -341,7 +350,7 @@ class Guest:
         self.qemu_log = os.path.join(self.tmpdir, "qemu.log")
         with open(self.qemu_log, "wb") as log:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self.qmp = Qmp(qmp_sock)
         except OSError as e:
