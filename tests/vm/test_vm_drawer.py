@@ -1,7 +1,8 @@
 """One boot, one drawer session on the kernel's own USB drivers, driven over QMP (issue 24):
 two different sticks are two cards and a stick plugged again is recalled as itself, with no
 reader verdict drawn from them; a reader (usb-bot, removable scsi-hd LUN) with cards swapped in
-it is one reader and each card is noticed although the guest kernel polls nothing by itself."""
+it is one reader and each card is noticed although the guest kernel polls nothing by itself; an
+SD card put into the native slot is known by its CID, its registers stored with its result."""
 
 from __future__ import annotations
 
@@ -22,13 +23,16 @@ DB = "/tmp/home/drawer.sqlite"
 def session(request):
     """Boot, start a drawer session, plug S1, S2, S1 again, then swap two cards into the reader;
     hand back (drawer lines, its stderr, `readers --json`, what the kernel polled)."""
-    guest = boot(request, drives=[Drive("slot0", 48 << 20)], devices=["qemu-xhci,id=xhci", "usb-bot,id=rdr,bus=xhci.0,serial=RDR1",
-                                   "scsi-hd,id=lunA,bus=rdr.0,lun=0,drive=slot0,removable=on"],
-                 extra=["-object", "throttle-group,id=tg4,x-bps-read=4000000,x-bps-write=4000000",
+    guest = boot(request, drives=[Drive("slot0", 48 << 20)],
+                 devices=["qemu-xhci,id=xhci", "usb-bot,id=rdr,bus=xhci.0,serial=RDR1",
+                          "scsi-hd,id=lunA,bus=rdr.0,lun=0,drive=slot0,removable=on",
+                          "sdhci-pci", "sd-card,id=sdcard,drive=sd0"],
+                 extra=["-drive", "if=none,id=sd0",      # an SD slot with no card at start
+                        "-object", "throttle-group,id=tg4,x-bps-read=4000000,x-bps-write=4000000",
                         "-object", "throttle-group,id=tg8,x-bps-read=8000000,x-bps-write=8000000"])
     polled_before = guest.run("cat", "/sys/module/block/parameters/events_dfl_poll_msecs").stdout.strip()
     guest.run("sh", "-c", "cd /tmp && nohup python3 -m cardbench drawer --json --no-prompt --no-verify --runs 1 "
-                          f"--settle 0 --cards 5 --db {DB} >/tmp/drawer.out 2>/tmp/drawer.err &")
+                          f"--settle 0 --cards 6 --db {DB} >/tmp/drawer.out 2>/tmp/drawer.err &")
     assert guest.wait_for("grep -q Watching /tmp/drawer.err", 120).rc == 0, guest.run("cat", "/tmp/drawer.err").stdout
     done = 0
 
@@ -50,6 +54,9 @@ def session(request):
         guest.add_node(node, guest.image_path(node, CARD))
         guest.swap_medium("lunA", node, old_node=f"card{n - 1}" if n else None)
         card_done()
+    guest.add_node("sdcard0", guest.image_path("sdcard0", CARD))       # an SD card into the native slot
+    guest.qmp.cmd("blockdev-insert-medium", id="sdcard", **{"node-name": "sdcard0"})
+    card_done()
     r = guest.wait_for("! pgrep -f 'cardbench drawer' >/dev/null", 60)
     lines = [json.loads(x) for x in guest.run("cat", "/tmp/drawer.out").stdout.splitlines() if x.startswith("{")]
     err = guest.run("cat", "/tmp/drawer.err").stdout
@@ -87,4 +94,14 @@ def test_cards_swapped_in_a_reader_are_each_noticed_behind_one_reader(session):
     assert swapped[0]["reader"]["identity"] == swapped[1]["reader"]["identity"]
     assert "#RDR1" in swapped[0]["reader"]["name"]
     assert all(r["card"]["capacity_bytes"] == CARD for r in swapped)
-    assert [r["identity"] for r in readers] == [swapped[0]["reader"]["identity"]]
+    assert swapped[0]["reader"]["identity"] in [r["identity"] for r in readers]
+
+
+def test_an_sd_card_is_known_by_its_cid_and_its_registers_are_stored(session):
+    lines, err, readers, _, _ = session
+    sd = lines[5]["result"]
+    assert sd["card"]["identity"] == f"serial:aa-XY-0xdeadbeef:{CARD}" and sd["card"]["serial_source"] == "cid"
+    regs = sd["card"]["sd"]
+    assert regs["raw"]["cid"] == "aa585951454d552101deadbeef006200" and regs["raw"]["csd"]
+    assert regs["manufactured"] == "2006-02" and regs["product_name"] == "QEMU!" and regs["fwrev"] == "0x1"
+    assert sd["reader"]["kind"] == "native"
