@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import platform
+import re
 import socket
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,8 @@ from cardbench.stats import summarize
 from cardbench.units import x_rating
 
 SCHEMA = "cardbench.result/1"
+#: how identify() has always written an SD card's CID serial: manufacturer id, OEM id, serial
+_CID_SERIAL = re.compile(r"^[0-9a-f]{2}-.{2}-0x[0-9a-f]{1,8}$")
 
 
 @dataclass
@@ -175,6 +178,8 @@ class Card:
         ata = self.ata or {}
         if ata.get("serial"):
             return True
+        if self.serial and self.serial_source is None and _CID_SERIAL.match(self.serial):
+            return True     # a record from before serial_source: an SD card's CID ("03-SD-0x1234abcd")
         return bool(self.serial) and self.serial_source in ("cid", "ata", "usb", "device")
 
     def to_dict(self) -> dict:

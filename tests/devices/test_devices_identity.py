@@ -113,3 +113,9 @@ def test_the_sd_card_is_known_by_its_cid_and_carries_its_registers(devs):
     # stored with every record: the result document carries it and reads it back
     back = Result.from_dict(Result(target={}, card=card, reader=reader).to_dict())
     assert back.card.sd == sd and back.card.identity() == card.identity() and back.reader.kind == "native"
+
+
+def test_an_sd_card_stored_before_serial_source_keeps_its_own_identity():
+    old = Card.from_dict({"serial": "03-SD-0x7e650771", "capacity_bytes": 64 << 30})
+    assert old.serial_source is None and old.own_identity()
+    assert not Card.from_dict({"serial": "S1", "capacity_bytes": 1}).own_identity()
