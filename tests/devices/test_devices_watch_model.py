@@ -94,3 +94,17 @@ def test_a_stick_arrives_with_its_medium_a_reader_changes_it(tmp_path):
         disk(root, "sdc", port=2, removable=0, size=65536)
         assert [c.inserted for c in w.scan() if c.name == "sdc"] == [True]
         assert w.hint("sdc").arrived_with_medium and not w.hint("sdc").medium_changed
+
+
+def test_a_stick_in_the_port_a_reader_left_is_a_stick(tmp_path):
+    root = tree(tmp_path)
+    disk(root, "sdb", size=0)                              # a reader on port 1, empty
+    with Watcher(method="poll", sysfs_root=root) as w:
+        disk(root, "sdb", size=131072)                     # a card pushed in: a reader
+        w.scan()
+        assert w.hint("sdb").medium_changed
+        unplug(root, "sdb")                                # the reader unplugged
+        w.scan()
+        disk(root, "sdb", removable=0, size=65536)         # a stick in the same port
+        assert [c.inserted for c in w.scan() if c.name == "sdb"] == [True]
+        assert w.hint("sdb").arrived_with_medium and not w.hint("sdb").medium_changed

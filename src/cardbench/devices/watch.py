@@ -193,6 +193,7 @@ class Watcher:
         #: devices that appeared holding their medium; reader keys whose medium changed in place
         self.arrived: set[str] = set()
         self.changed_in_place: set[str] = set()
+        self._keys: dict[str, str] = {}
         #: watched removable LUNs the kernel now polls for us; those we open ourselves
         self.kernel_polled: list[str] = []
         self.self_polled: list[str] = []
@@ -294,6 +295,9 @@ class Watcher:
         if not exists:
             self.media.pop(name, None)
             self.arrived.discard(name)
+            key = self._keys.pop(name, None)
+            if key is not None and key not in self._keys.values():
+                self.changed_in_place.discard(key)   # that USB device is gone: its port may get a stick
             if name in self.self_polled:
                 self.self_polled.remove(name)
             if name in self.kernel_polled:
@@ -311,6 +315,7 @@ class Watcher:
                 key = reader_key(name, self.sysfs_root)
                 if key is not None:
                     self.changed_in_place.add(key)
+                    self._keys[name] = key
         before_size = before[0] if medium != before else 0
         if size and not self._watched(name):
             return None
