@@ -9,7 +9,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import boot
+from vm_helpers import boot
 from vmharness import Drive
 
 MB = 1_000_000

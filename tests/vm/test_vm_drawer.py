@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from conftest import boot
+from vm_helpers import boot
 from vmharness import Drive
 
 MB = 1_000_000

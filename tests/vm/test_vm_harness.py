@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-import conftest
+import vm_helpers
 import vmharness
 
 
@@ -31,13 +31,13 @@ def test_the_archive_is_newc(tmp_path):
 
 
 def test_what_is_missing_is_named_and_ci_fails(monkeypatch):
-    monkeypatch.setattr(conftest, "missing", lambda: ["qemu-system-x86_64 (apt-get install qemu-system-x86)"])
+    monkeypatch.setattr(vm_helpers, "missing", lambda: ["qemu-system-x86_64 (apt-get install qemu-system-x86)"])
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="missing: qemu-system-x86_64"):
-        conftest.require_vm()
+        vm_helpers.require_vm()
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true: a skipped VM tier is a failure"):
-        conftest.require_vm()
+        vm_helpers.require_vm()
 
 
 def test_this_host_reports_what_it_lacks_in_words():
