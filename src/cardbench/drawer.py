@@ -184,7 +184,7 @@ class DrawerSession:
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
             self._watcher = watcher
             self._event("watching", what=self.watching(), method=watcher.method, root=os.geteuid() == 0)
-            present = [p for p in watcher.present() if not self._holds_system(p)]
+            present = [p for p in watcher.present() if p.startswith("/dev/loop") or not self._holds_system(p)]
             if present:
                 self._event("present", devices=present, tested=o.test_present)
                 if o.test_present:

@@ -269,3 +269,30 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
                 assert row["alone_bytes_per_s"] == pytest.approx(ceiling, rel=0.05)
             p = run_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_card_already_in_is_named_or_tested_first(tmp_path, present):
+    """Issue 24: a drawer started with a card already in skipped it without a word. It is named
+    (and left alone until its medium changes), or with --present tested first."""
+    from cardbench.emulate import CardSpec, EmulatedCard
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    with emulators_under(emu), EmulatedCard(CardSpec(size=16 * MiB, write_rate=20 * MB, read_rate=20 * MB,
+                                                     name="in")) as card:
+        args = ["--no-prompt", "--include-loop", "--loop-under", str(emu), "--json", "--no-save", "--no-verify",
+                "--settle", "0", "--runs", "1"] + (["--present", "--cards", "1"] if present else [])
+        drawer = Drawer(*args)
+        try:
+            said = lambda: any("Already in:" in e for e in drawer.err)   # noqa: E731
+            assert drawer.wait_for(said, 60), "".join(drawer.err)
+            line = next(e for e in drawer.err if "Already in:" in e)
+            assert card.device in line
+            if present:
+                assert "testing them first" in line
+                assert drawer.wait_for(lambda: len(drawer.lines) >= 1, 120), "".join(drawer.err)
+                assert drawer.docs()[0]["device"] == card.device
+            else:
+                assert "not tested" in line and "--present" in "".join(drawer.err)
+        finally:
+            drawer.stop()
