@@ -119,3 +119,12 @@ def test_an_sd_card_stored_before_serial_source_keeps_its_own_identity():
     old = Card.from_dict({"serial": "03-SD-0x7e650771", "capacity_bytes": 64 << 30})
     assert old.serial_source is None and old.own_identity()
     assert not Card.from_dict({"serial": "S1", "capacity_bytes": 1}).own_identity()
+
+
+def test_list_says_which_usb_devices_are_readers_and_which_may_be_sticks(devs):
+    from cardbench.report.devices import reader_text
+    assert devs["sdb"].to_dict()["holder"]["kind"] == "reader"
+    assert devs["sde"].to_dict()["holder"]["kind"] == "unsure"
+    assert devs["mmcblk0"].to_dict()["holder"] is None
+    assert "a card reader" in reader_text(devs["sdb"], markup=False)
+    assert "cannot tell" in reader_text(devs["sde"], markup=False)
