@@ -56,6 +56,9 @@ def test_sticks_and_uas_under_their_drivers_and_links(listed):
     assert (s2["usb"]["driver"], s2["usb"]["speed"]) == ("usb-storage", "480")
     assert s2["usb"]["link_ceiling_bytes_per_s"] == 53_248_000
     assert u1["usb"]["driver"] == "uas" and u1["usb"]["protocol"] == "UAS"
+    # QEMU's disks are not removable (RMB 0): each USB device is its card, said by `list`
+    assert [d["holder"]["kind"] for d in (s1, s2, u1)] == ["stick"] * 3
+    assert listed["mmcblk0"]["holder"] is None
 
 
 def test_ata_disk_through_libata_answers_identify(listed):
