@@ -14,6 +14,9 @@ APT_PACKAGES=(
   tmux                          # the 80-column output tests run commands in a real terminal
   postgresql                    # the shared-store tests start a throwaway server
   chromium                      # the HTML report is rendered headless in a test
+  qemu-system-x86               # tests/vm: a booted kernel with emulated SD, USB and ATA hardware
+  linux-image-amd64             # tests/vm: the packaged kernel the guest boots, with its modules
+  busybox-static                # tests/vm: the guest's initramfs (mounts the host root over 9p)
 )
 
 if [ "${CARDBENCH_SKIP_APT:-0}" != 1 ]; then

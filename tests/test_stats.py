@@ -1,3 +1,4 @@
+import math
 import statistics
 
 import pytest
@@ -10,10 +11,29 @@ def test_summary_figures():
     assert s.median == 11.0 and s.mean == pytest.approx(11.0)
     assert s.min == 10.0 and s.max == 12.0
     assert s.stdev == pytest.approx(statistics.stdev([10, 12, 11]))
-    # t(0.975, 2) = 4.303; half width = 4.303 * 1 / sqrt(3)
+    # on the log scale: t(0.975, 2) = 4.303; exp(mean(log x) +- 4.303 * sd(log x) / sqrt(3))
+    logs = [math.log(v) for v in (10, 12, 11)]
+    half = 4.303 * statistics.stdev(logs) / 3 ** 0.5
     lo, hi = s.ci95
-    assert hi - 11.0 == pytest.approx(4.303 / 3 ** 0.5, rel=1e-3)
-    assert lo == pytest.approx(22.0 - hi)
+    assert lo == pytest.approx(math.exp(statistics.fmean(logs) - half), rel=1e-3)
+    assert hi == pytest.approx(math.exp(statistics.fmean(logs) + half), rel=1e-3)
+    assert s.ci_method == "log-t" and not s.too_wide and s.spread == pytest.approx(2 / 11)
+
+
+def test_a_noisy_rate_has_a_positive_interval_and_is_too_wide_to_judge():
+    """Issue 24: a path with a 29-47% spread gave a 95% interval reaching below zero."""
+    rates = [4.0e6, 2.1e6, 6.2e6]
+    s = summarize(rates)
+    lo, hi = s.ci95
+    mean, half = statistics.fmean(rates), 4.303 * statistics.stdev(rates) / 3 ** 0.5
+    assert mean - half < 0            # the symmetric interval reaches below zero
+    assert 0 < lo < min(rates) and hi > max(rates)
+    assert s.too_wide and s.spread > 0.2
+
+
+def test_values_with_a_zero_use_the_plain_interval_clipped():
+    s = summarize([0.0, 1.0, 9.0])
+    assert s.ci_method == "t, clipped at 0" and s.ci95[0] == 0.0
 
 
 def test_single_run_has_no_spread():

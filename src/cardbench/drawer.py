@@ -75,6 +75,9 @@ class DrawerOptions:
     on_event: Event | None = None
     method: str = "auto"
     probe_shared: bool = True
+    #: test the cards already in when the session starts (else they are named and left alone
+    #: until their medium changes)
+    test_present: bool = False
 
 
 @dataclass
@@ -166,6 +169,7 @@ class DrawerSession:
         self.probe_docs: list[dict[str, Any]] = []
         #: why this session's probes or the session itself were not stored (kept in the outbox, or lost)
         self.evidence_not_stored: list[CardbenchError] = []
+        self._watcher = None
         #: why cards were not stored (NotStored: kept in the outbox; StoreError: lost)
         self.not_stored: list[CardbenchError] = []
 
@@ -194,7 +198,13 @@ class DrawerSession:
         from cardbench.devices.watch import Watcher
         o = self.opts
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
+            self._watcher = watcher
             self._event("watching", what=self.watching(), method=watcher.method, root=os.geteuid() == 0)
+            present = [p for p in watcher.present() if p.startswith("/dev/loop") or not self._holds_system(p)]
+            if present:
+                self._event("present", devices=present, tested=o.test_present)
+                if o.test_present:
+                    self.queue.extend(present)
             while not (stop and stop()) and (max_cards is None or len(self.outcomes) < max_cards):
                 for change in watcher.wait(0.5 if not self.queue else 0.0):
                     if change.inserted and change.path not in self.queue:
@@ -211,6 +221,18 @@ class DrawerSession:
                     if outcome is not None:
                         self._maybe_probe(outcome)
         return self.outcomes
+
+    @staticmethod
+    def _holds_system(path: str) -> bool:
+        from cardbench.devices import get_device
+        try:
+            return get_device(path, whole_device=True).system
+        except CardbenchError:
+            return True
+
+    def _hint(self, path: str):
+        """What the watcher saw of the device (the identity rule's session evidence), or None."""
+        return self._watcher.hint(path) if self._watcher is not None else None
 
     # -- one card -----------------------------------------------------------------------------
     def _settle(self, path: str):
@@ -240,15 +262,17 @@ class DrawerSession:
             self._event("ignored", device=path, why=f"it holds the running system ({dev.system_reason})")
             return None
         probe, reader = Card(), Reader(name=self.opts.reader_name)
-        identify(dev, probe, reader)
+        identify(dev, probe, reader, hint=self._hint(path))
         card = self._recall(probe)
         outcome = CardOutcome(device=dev.path, recalled=card is not None)
         if card is None:
             card = probe
             if self.opts.ask is not None:
                 card = self.opts.ask(probe, dev)
-        else:
-            card.serial, card.model = probe.serial or card.serial, probe.model or card.model
+        # what the device says of the card is the device's, whatever was recalled or typed
+        card.serial, card.model = probe.serial or card.serial, probe.model or card.model
+        card.serial_source = probe.serial_source if probe.serial else card.serial_source
+        card.sd, card.ata = probe.sd or card.sd, probe.ata or card.ata
         self.current = dev.path
         number = len(self.outcomes) + 1
         progress = _Prefixed(self.opts.progress, lambda: f"[card {number}, {len(self.outcomes)} done]")
@@ -325,6 +349,16 @@ class DrawerSession:
                 raise
             outcome.verify = getattr(e, "doc", None)
             outcome.error = outcome.error or e.message
+        finally:
+            self._same_identity(outcome)
+
+    @staticmethod
+    def _same_identity(outcome: CardOutcome) -> None:
+        """The verify document names the card and reader as the run's result does (one card per
+        drawer line: the session's evidence, such as a medium swapped in a reader, counts for both)."""
+        if outcome.verify is not None and outcome.result is not None:
+            outcome.verify["card"] = outcome.result.card.to_dict()
+            outcome.verify["reader"] = outcome.result.reader.to_dict()
 
     def _damaged(self, dev, card: Card, reader: Reader, err: CardbenchError) -> Result:
         """A result for a card that could not be read at all: incomplete, with the error."""
@@ -332,7 +366,7 @@ class DrawerSession:
         from cardbench.result import now_iso
         result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
                                 "transport": dev.transport, "model": dev.model}, card=card, reader=reader)
-        identify(dev, result.card, result.reader, result.target)
+        identify(dev, result.card, result.reader, result.target, hint=self._hint(dev.path))
         result.complete, result.error, result.finished_at = False, err.message, now_iso()
         return result
 

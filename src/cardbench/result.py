@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import platform
+import re
 import socket
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,8 @@ from cardbench.stats import summarize
 from cardbench.units import x_rating
 
 SCHEMA = "cardbench.result/1"
+#: how identify() has always written an SD card's CID serial: manufacturer id, OEM id, serial
+_CID_SERIAL = re.compile(r"^[0-9a-f]{2}-.{2}-0x[0-9a-f]{1,8}$")
 
 
 @dataclass
@@ -103,6 +106,9 @@ class TestResult:
             "stdev_bytes_per_s": s.stdev if s else None,
             "ci95_bytes_per_s": list(s.ci95) if s and s.ci95 else None,
             "cv": s.cv if s else None,
+            "ci95_method": s.ci_method if s else None,
+            "spread": s.spread if s else None,
+            "spread_too_wide": s.too_wide if s else False,
             "outlier_runs": s.outliers if s else [],
             "x_rating": x_rating(s.median) if s else None,
             "warnings": list(self.warnings),
@@ -144,10 +150,19 @@ class Card:
     serial: str | None = None
     model: str | None = None
     ata: dict[str, Any] | None = None
+    #: an SD/MMC card on a native slot: its registers as the card declares them (raw CID, CSD, SCR
+    #: and what they say: manufacturer, OEM, product, revision, serial, manufacturing date, hwrev,
+    #: fwrev, capacity), kept with every record of the card
+    sd: dict[str, Any] | None = None
+    #: where ``serial`` comes from: "cid" (the SD card's CID), "ata" (IDENTIFY), "usb" (the USB
+    #: device that is the card: a stick), "device" (the disk's own serial), None (the user's, or none)
+    serial_source: str | None = None
 
     def identity(self) -> str:
         """A stable key for grouping runs of the same card: the ATA identity (model, serial, sectors)
-        of a card that answered IDENTIFY with a serial, else serial+capacity, else the user's name."""
+        of a card that answered IDENTIFY with a serial, else serial+capacity, else the user's name.
+        The device side of the rule (which serial is the card's own) is
+        :func:`cardbench.devices.identity.identify`, the one function every record goes through."""
         ata = self.ata or {}
         if ata.get("serial"):
             return f"ata:{ata.get('model') or ''}|{ata['serial']}|{ata.get('sectors') or ''}"
@@ -155,6 +170,17 @@ class Card:
             return f"serial:{self.serial}:{self.capacity_bytes or ''}"
         parts = [self.brand or "", self.name or "", str(self.capacity_bytes or ""), self.label or ""]
         return "user:" + "|".join(parts)
+
+    def own_identity(self) -> bool:
+        """Whether the identity is the card's own (its ATA serial, its CID, a stick's USB serial,
+        a disk's serial), not a size or a name a person gave: only then are two records the same
+        card for the reader verdicts."""
+        ata = self.ata or {}
+        if ata.get("serial"):
+            return True
+        if self.serial and self.serial_source is None and _CID_SERIAL.match(self.serial):
+            return True     # a record from before serial_source: an SD card's CID ("03-SD-0x1234abcd")
+        return bool(self.serial) and self.serial_source in ("cid", "ata", "usb", "device")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -164,7 +190,8 @@ class Card:
     @classmethod
     def from_dict(cls, d: dict | None) -> "Card":
         d = d or {}
-        return cls(**{k: d.get(k) for k in ("name", "brand", "capacity_bytes", "label", "serial", "model", "ata")})
+        return cls(**{k: d.get(k) for k in ("name", "brand", "capacity_bytes", "label", "serial", "model", "ata",
+                                            "sd", "serial_source")})
 
 
 @dataclass
@@ -178,6 +205,12 @@ class Reader:
     link_speed_mbit: float | None = None
     driver: str | None = None
     transport: str | None = None
+    #: what holds the card: "reader" (a USB device that outlives its media), "stick" (the USB
+    #: device is the card: its medium comes and goes with it), "unsure" (cannot tell: said in
+    #: ``kind_evidence``), "native" (an SD slot of the host), None (not known: a user's name)
+    kind: str | None = None
+    #: why ``kind`` was chosen, in words
+    kind_evidence: list[str] | None = None
 
     def identity(self) -> str:
         if self.vendor_id and self.product_id:
@@ -193,7 +226,7 @@ class Reader:
     def from_dict(cls, d: dict | None) -> "Reader":
         d = d or {}
         return cls(**{k: d.get(k) for k in ("name", "vendor_id", "product_id", "serial", "link_speed_mbit",
-                                            "driver", "transport")})
+                                            "driver", "transport", "kind", "kind_evidence")})
 
 
 def host_info() -> dict:

@@ -1,8 +1,21 @@
 """Repetitions to figures: median, mean, spread, a 95% confidence interval, and outliers.
 
-The confidence interval of the mean rate uses Student's t (two-sided, 95%); with one run it is
-undefined (None). Figures are computed on per-run rates (bytes/seconds), never on averaged
-times, so a slow run weighs as it should.
+Figures are computed on per-run rates (bytes/seconds), never on averaged times, so a slow run
+weighs as it should.
+
+The 95% confidence interval is computed on the log scale when every value is positive (rates,
+IOPS): Student's t on the logarithms, then exponentiated, an interval of the geometric mean.
+Why: a rate cannot go below zero, and the noise of a transfer is multiplicative (a run that is
+disturbed takes k times longer, it does not lose a fixed number of MB/s), so rates are skewed
+to the right; a symmetric interval on the rates themselves reached below zero on a noisy path
+(29-47% spread, issue 24). The log interval is always positive, asymmetric as the data are, and
+for a small spread equal to the usual one to within a fraction of the spread. With a value of
+zero or below the plain t interval is used, clipped at zero when every value is >= 0 (stated in
+``ci_method``). With one run it is undefined (None).
+
+``spread`` is (max - min) / median; above ``WIDE_SPREAD`` (20%) ``too_wide`` is set: the runs
+disagree too much to judge a label by (:mod:`cardbench.verdicts.claims` makes such a verdict
+inconclusive and says so).
 """
 
 from __future__ import annotations
@@ -34,14 +47,38 @@ class Summary:
     min: float
     max: float
     stdev: float | None          # sample standard deviation; None for n < 2
-    ci95: tuple[float, float] | None   # 95% CI of the mean; None for n < 2
+    ci95: tuple[float, float] | None   # 95% CI (geometric mean, log scale; see the module docstring)
     cv: float | None             # coefficient of variation (stdev / mean)
     outliers: list[int]          # indices of runs further than 3 MAD from the median
+    ci_method: str | None = None  # "log-t" | "t" | "t, clipped at 0" | None (one run)
+    spread: float | None = None   # (max - min) / median; None for n < 2 or a median of 0
+    too_wide: bool = False        # spread > WIDE_SPREAD: too wide to judge a label by
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ci95"] = list(self.ci95) if self.ci95 else None
         return d
+
+
+#: (max - min) / median above which runs disagree too much to judge a label by
+WIDE_SPREAD = 0.20
+
+
+def _interval(vals: list[float]) -> tuple[tuple[float, float], str]:
+    """The 95% interval of ``vals`` (n >= 2) and how it was computed (module docstring)."""
+    n = len(vals)
+    t = t95(n - 1)
+    if all(v > 0 for v in vals):
+        logs = [math.log(v) for v in vals]
+        m, sd = statistics.fmean(logs), statistics.stdev(logs)
+        half = t * sd / math.sqrt(n)
+        return (math.exp(m - half), math.exp(m + half)), "log-t"
+    mean, sd = statistics.fmean(vals), statistics.stdev(vals)
+    half = t * sd / math.sqrt(n)
+    lo, hi = mean - half, mean + half
+    if all(v >= 0 for v in vals) and lo < 0:
+        return (0.0, hi), "t, clipped at 0"
+    return (lo, hi), "t"
 
 
 def summarize(values: list[float]) -> Summary:
@@ -52,17 +89,20 @@ def summarize(values: list[float]) -> Summary:
     n = len(vals)
     med = statistics.median(vals)
     mean = statistics.fmean(vals)
+    method = None
+    spread = None
     if n >= 2:
         sd = statistics.stdev(vals)
-        half = t95(n - 1) * sd / math.sqrt(n)
-        ci = (mean - half, mean + half)
+        ci, method = _interval(vals)
         cv = sd / mean if mean else None
+        spread = (max(vals) - min(vals)) / med if med > 0 else None
     else:
         sd, ci, cv = None, None, None
     mad = statistics.median([abs(v - med) for v in vals]) if n >= 3 else 0.0
     outliers = [i for i, v in enumerate(vals) if mad > 0 and abs(v - med) > 3 * 1.4826 * mad]
     return Summary(n=n, median=med, mean=mean, min=min(vals), max=max(vals), stdev=sd, ci95=ci, cv=cv,
-                   outliers=outliers)
+                   outliers=outliers, ci_method=method, spread=spread,
+                   too_wide=spread is not None and spread > WIDE_SPREAD)
 
 
 def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float] | None:

@@ -230,7 +230,9 @@ def test_not_root_says_what_it_cannot_run(tmp_path):
 @pytest.mark.slow
 def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_path):
     """Done-when 2: one card through a fast reader, then through a capped one: `readers` names
-    the capped reader's ceiling within 5%, as direct evidence."""
+    the capped reader's ceiling within 5%, as direct evidence. The card is known by its own
+    identity (its CID serial, given here: an emulated card has none): a name alone would not
+    make it the same card (issue 24)."""
     from cardbench.emulate import CardSpec, EmulatedReader
     emu = tmp_path / "emu"
     emu.mkdir()
@@ -245,7 +247,8 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
             with EmulatedReader(ceiling=cap) as reader:
                 card = reader.add_card(spec)
                 result = run_device(card.device, DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
-                                                               card=Card(brand="Known", name="Fast"),
+                                                               card=Card(brand="Known", name="Fast", serial="03-SD-0x1",
+                                                                         serial_source="cid"),
                                                                reader=Reader(name=name)))
             with open_store(db) as store:
                 store.save(result)
@@ -291,3 +294,30 @@ def test_probe_names_the_shared_ceiling_of_two_cards_in_one_reader(tmp_path):
             assert json.loads(run_cli("export", "--db", db).stdout)["probes"][0]["id"] == finding["probe_id"]
             p = call_cli("readers", "--probe", a.device)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "two or more" in p.stderr
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_card_already_in_is_named_or_tested_first(tmp_path, present):
+    """Issue 24: a drawer started with a card already in skipped it without a word. It is named
+    (and left alone until its medium changes), or with --present tested first."""
+    from cardbench.emulate import CardSpec, EmulatedCard
+    emu = tmp_path / "emu"
+    emu.mkdir()
+    with emulators_under(emu), EmulatedCard(CardSpec(size=16 * MiB, write_rate=20 * MB, read_rate=20 * MB,
+                                                     name="in")) as card:
+        args = ["--no-prompt", "--include-loop", "--loop-under", str(emu), "--json", "--no-save", "--no-verify",
+                "--settle", "0", "--runs", "1"] + (["--present", "--cards", "1"] if present else [])
+        drawer = Drawer(*args)
+        try:
+            said = lambda: any("Already in:" in e for e in drawer.err)   # noqa: E731
+            assert drawer.wait_for(said, 60), "".join(drawer.err)
+            line = next(e for e in drawer.err if "Already in:" in e)
+            assert card.device in line
+            if present:
+                assert "testing them first" in line
+                assert drawer.wait_for(lambda: len(drawer.lines) >= 1, 120), "".join(drawer.err)
+                assert drawer.docs()[0]["device"] == card.device
+            else:
+                assert "not tested" in line and "--present" in "".join(drawer.err)
+        finally:
+            drawer.stop()

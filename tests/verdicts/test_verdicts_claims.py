@@ -170,6 +170,14 @@ def test_wide_spread_straddling_the_requirement_is_inconclusive():
     assert "spread too wide" in row["reason"]
 
 
+def test_a_spread_too_wide_is_inconclusive_even_when_the_runs_all_pass():
+    """Issue 24: a noisy path (29-47% spread) was judged; its runs all clear C4 but disagree."""
+    res = result_with(make_test("seq_write", [5 * M, 7.2 * M, 9.8 * M]))
+    row = one(judge(res, parse_label("C4")))
+    assert row["verdict"] == "inconclusive" and "spread too wide to judge the label" in row["reason"]
+    assert row["ci95"][0] > 0
+
+
 def test_tight_spread_is_judged():
     res = result_with(make_test("seq_write", [10.9 * M, 11.0 * M, 11.1 * M]))
     row = one(judge(res, parse_label("C10")))

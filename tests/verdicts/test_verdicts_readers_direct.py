@@ -26,8 +26,13 @@ def entry(rows, name):
     return next(e for e in rows if e["name"] == name)
 
 
+def own(name: str, serial: str) -> Card:
+    """A card known by its own identity (an SD card's CID)."""
+    return Card(name=name, serial=serial, serial_source="cid", capacity_bytes=64 * M)
+
+
 def test_same_card_faster_through_another_reader_caps_the_slower_one():
-    known = Card(brand="Known", name="Fast", capacity_bytes=64 * M)
+    known = Card(brand="Known", name="Fast", capacity_bytes=64 * M, serial="03-SD-0x1", serial_source="cid")
     rows = reader_ceilings([res(known, FAST, 24.0, 20.0), res(known, CAPPED, 9.0, 19.8)])
     capped = entry(rows, "capped")
     assert (capped["kind"], capped["confidence"], capped["direction"]) == ("same_card", "likely", "read")
@@ -42,10 +47,32 @@ def test_same_card_faster_through_another_reader_caps_the_slower_one():
 
 
 def test_a_card_faster_through_the_capped_reader_makes_it_only_possible():
-    known, other = Card(name="known"), Card(name="other")
+    known, other = own("known", "1"), own("other", "2")
     rows = reader_ceilings([res(known, FAST, 24.0), res(known, CAPPED, 9.0), res(other, CAPPED, 15.0)])
     capped = entry(rows, "capped")
     assert capped["confidence"] == "possible" and "no hard limit" in capped["evidence"]
+
+
+@pytest.mark.parametrize("card", [
+    Card(capacity_bytes=128 * 1024 * 1024),                       # size only: `user:||134217728|`
+    Card(brand="Known", name="Fast", capacity_bytes=64 * M),      # a name a person gave
+    Card(serial="S1", capacity_bytes=64 * M),                     # a serial typed, not read from the card
+])
+def test_the_same_card_needs_the_cards_own_identity(card):
+    """Issue 24: two sticks of one size, each taken for a reader holding an anonymous card, named a
+    false ceiling ("the same card through two readers"). Without the card's own identity (CID,
+    ATA serial, a stick's USB serial) two records are not the same card."""
+    rows = reader_ceilings([res(card, FAST, 8.0, 8.0), res(card, CAPPED, 4.0, 4.0)])
+    assert all(e["direct"] == [] for e in rows)
+    assert all(e["ceiling_bytes_per_s"] is None for e in rows)
+    assert not any("same card" in e["evidence"] for e in rows)
+
+
+def test_a_stick_is_no_reader():
+    stick = Reader(name="none: a USB stick (QEMU QEMU USB HARDDRIVE #S1)", vendor_id="46f4", product_id="0001",
+                   serial="S1", kind="stick")
+    card = Card(serial="S1", serial_source="usb", capacity_bytes=128 << 20)
+    assert reader_ceilings([res(card, stick, 4.0, 4.0)]) == []
 
 
 def test_within_the_gap_is_no_evidence():

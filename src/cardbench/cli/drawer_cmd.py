@@ -38,7 +38,8 @@ def _asker(no_prompt: bool):
     def ask(probe: Card, dev) -> Card:
         _say(f"A new card in {dev.path} ({fmt_size(dev.size)}{', ' + probe.model if probe.model else ''}); "
              "Enter leaves a field empty.")
-        card = Card(serial=probe.serial, model=probe.model, capacity_bytes=probe.capacity_bytes)
+        card = Card(serial=probe.serial, model=probe.model, capacity_bytes=probe.capacity_bytes,
+                    serial_source=probe.serial_source, sd=probe.sd, ata=probe.ata)
         card.brand = click.prompt("  brand", default="", show_default=False, err=True).strip() or None
         card.name = click.prompt("  name", default="", show_default=False, err=True).strip() or None
         cap = click.prompt("  capacity printed on it (e.g. 256MB)", default="", show_default=False, err=True).strip()
@@ -75,6 +76,8 @@ def _asker(no_prompt: bool):
               help="Seconds a new card is given to be automounted before it is tested unmounted.")
 @click.option("--cards", "max_cards", type=click.IntRange(1, 10000),
               help="End the session after this many cards (default: at Ctrl-C).")
+@click.option("--present", "test_present", is_flag=True,
+              help="Test the cards already in when the session starts, first.")
 @click.option("--no-verify", is_flag=True, help="Unmounted cards: skip the quick fake-capacity verify.")
 @click.option("--reader", "reader_name", help="Name of the card reader (for readers cardbench cannot identify).")
 @click.option("--json", "as_json", is_flag=True,
@@ -83,8 +86,8 @@ def _asker(no_prompt: bool):
 @params.db_option
 @share_options
 @click.option("--no-save", is_flag=True, help="Do not store the results.")
-def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards, no_verify, reader_name, as_json, mib,
-           db, no_save):
+def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards, test_present, no_verify, reader_name,
+           as_json, mib, db, no_save):
     """Watch for cards until Ctrl-C and test each one as it goes in: identify it, recall or ask
     its name, test it (mounted: `run` on its mount; not mounted: read-only `run DEVICE` plus the
     quick `verify`, which restores what it writes), store it, and say when it can be swapped.
@@ -107,6 +110,12 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
             if not d["root"]:
                 _say("Not root: a card that is not mounted cannot be read raw nor verified (both need root); "
                      "mounted cards you can write to are tested.")
+        elif kind == "present":
+            if d["tested"]:
+                _say(f"Already in: {', '.join(d['devices'])}; testing them first.")
+            else:
+                _say(f"Already in: {', '.join(d['devices'])}; not tested (the session tests cards as they go "
+                     "in): take them out and in again, or start with --present to test them first.")
         elif kind == "inserted":
             _say(f"{d['device']}: a card went in" + (f" ({d['queued']} waiting)" if d["queued"] > 1 else ""))
         elif kind == "testing":
@@ -141,6 +150,7 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     session = DrawerSession(DrawerOptions(
         profile=profile, runs=runs, include_loop=include_loop, loop_under=loop_under, settle=settle,
         verify=not no_verify, db=db, save=not no_save, reader_name=reader_name, ask=_asker(no_prompt),
+        test_present=test_present,
         progress=live_progress(RichProgress(enabled=None)), on_event=on_event))
     cut_short = None
     try:

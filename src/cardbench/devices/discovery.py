@@ -131,6 +131,15 @@ class BlockDevice:
         """False for an empty reader slot (the kernel reports size 0)."""
         return self.size > 0
 
+    def holder(self) -> dict[str, Any] | None:
+        """For a USB device: whether it is a reader, a stick (the USB device is the card) or
+        unsure, and why (:func:`cardbench.devices.identity.classify_holder`); else None."""
+        if self.usb is None:
+            return None
+        from cardbench.devices.identity import classify_holder
+        kind, evidence = classify_holder(self)
+        return {"kind": kind, "evidence": evidence}
+
     def all_mountpoints(self) -> list[str]:
         """Mount points of the device itself and of all its partitions."""
         out = list(self.mountpoints)
@@ -149,6 +158,7 @@ class BlockDevice:
         """A JSON-able dict (dataclass fields plus ``medium_present`` and ``all_mountpoints``)."""
         d = asdict(self)
         d["ata"] = self.ata.to_dict() if self.ata is not None else None
+        d["holder"] = self.holder()
         d["medium_present"] = self.medium_present
         d["all_mountpoints"] = self.all_mountpoints()
         return d

@@ -1,8 +1,18 @@
 """From a discovered block device to the identity a result carries: which card, which reader.
 
-The card: an SD/MMC card on a native host names itself (CID serial, product name, capacity);
-behind a USB reader only the reader is visible (its USB ids, serial, link speed and driver), so
-the card is the reader's LUN plus the capacity, or the user's own name. A CompactFlash card behind
+This is the one identity rule: ``run``, ``verify``, the drawer and the shared probe all call
+:func:`identify` (``verify``'s document too), so every record names a card the same way.
+
+The card: an SD/MMC card on a native host names itself (its CID: manufacturer, OEM, serial;
+``Card.sd`` keeps the decoded registers). A USB mass-storage device is either a **reader**
+(it outlives its media: an empty slot of size 0, several LUNs, a medium that changed while the
+USB device stayed, a name that says so) whose card is anonymous (the capacity, or the user's own
+name), or a **stick** (its medium arrives and leaves with it: the SCSI removable bit clear, or
+seen arriving with its medium in a drawer session; a single-card adapter plugged in with its
+card is one too): then the USB device is the card, known by its USB serial, and there is no
+reader. Where nothing tells, the holder is "unsure", said in ``Reader.kind_evidence``, and the
+card takes the USB identity too (a reader's ceiling is never inferred from it: only a card's
+own identity, ``Card.own_identity``, makes "the same card" for the reader verdicts). A CompactFlash card behind
 a reader that implements SAT answers ATA IDENTIFY DEVICE (:mod:`cardbench.devices.ata`): then it
 is known by its own model, serial and sectors (``Card.ata``), and its transfer modes cap what it
 can show. ``identify`` fills what the user left empty and never overwrites what they typed. It
@@ -13,6 +23,7 @@ also records in ``target`` what the verdicts need: the classes the card declares
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from cardbench.devices.ata import DEFAULT_TIMEOUT, AtaProbe, read_identify
@@ -47,27 +58,112 @@ def apply_ata(card: Card, probe: AtaProbe | None, target: dict[str, Any] | None 
         card.serial = ident.serial
 
 
-def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[str, Any] | None = None, *,
-             ata_timeout: float | None = DEFAULT_TIMEOUT) -> BlockDevice:
-    """Fill ``card``/``reader`` (and ``target``) from the device at ``dev`` (path or BlockDevice).
+#: words in a USB product or SCSI INQUIRY name that a card reader uses for itself
+READER_WORDS = ("card reader", "cardreader", "reader", "sd/mmc", "sd/ms", "ms/ms", "multi-card", "multicard",
+                "multi card", "compactflash", "cf card", "xd-picture", "microsd", "micro sd", "sdxc", "sdhc",
+                "card slot")
 
-    ``ata_timeout``: seconds the card may take to answer ATA IDENTIFY (None: do not ask)."""
+
+@dataclass
+class SessionHint:
+    """What a drawer session saw of a device (:class:`cardbench.devices.watch.Watcher`):
+    ``arrived_with_medium``: the block device appeared holding its medium (a stick, or an adapter
+    plugged in with its card); ``medium_changed``: its medium went or came while the USB device
+    stayed (a reader)."""
+
+    arrived_with_medium: bool = False
+    medium_changed: bool = False
+
+
+def classify_holder(dev: BlockDevice, hint: SessionHint | None = None) -> tuple[str, list[str]]:
+    """What holds the medium of a USB block device: ("reader" | "stick" | "unsure", evidence in
+    words). Reader evidence wins (a USB device that outlived a medium cannot be one card)."""
+    usb = dev.usb
+    reader: list[str] = []
+    stick: list[str] = []
+    if not dev.medium_present:
+        reader.append("an empty slot (size 0)")
+    luns = 1 + len(usb.same_reader) if usb is not None else 1
+    if luns > 1:
+        reader.append(f"{luns} LUNs on one USB device")
+    if hint is not None and hint.medium_changed:
+        reader.append("its medium changed while the USB device stayed")
+    names = " ".join(x for x in (usb.product if usb else None, dev.vendor, dev.model) if x).lower()
+    word = next((w for w in READER_WORDS if w in names), None)
+    if word is not None:
+        reader.append(f"its name says so ({word!r})")
+    if reader:
+        return "reader", reader
+    if not dev.removable:
+        stick.append("the medium is not removable (SCSI RMB bit clear): it comes and goes with the USB device")
+    if hint is not None and hint.arrived_with_medium:
+        stick.append("it arrived with its medium and one LUN")
+    if stick:
+        return "stick", stick
+    return "unsure", ["removable medium on one LUN and nothing else seen: a stick or a single-slot reader "
+                      "(swap a card in it during a drawer session to tell)"]
+
+
+def usb_name(usb) -> str | None:
+    """A USB device's name as every record shows it: manufacturer and product, then its serial
+    (readers of one make are told apart by it)."""
+    name = " ".join(x for x in (usb.manufacturer, usb.product) if x) or None
+    if name and usb.serial:
+        name += f" #{usb.serial}"
+    return name
+
+
+def sd_registers(info) -> dict[str, Any] | None:
+    """An SD/MMC card's registers for ``Card.sd``: raw CID/CSD/SCR/SSR and what they say."""
+    if info is None:
+        return None
+    out: dict[str, Any] = {"type": info.type, "raw": {k: v for k, v in (info.raw or {}).items() if v}}
+    attrs = info.attributes or {}
+    out["hwrev"], out["fwrev"], out["date"] = attrs.get("hwrev"), attrs.get("fwrev"), attrs.get("date")
+    if info.cid is not None:
+        c = info.cid
+        out.update(manufacturer_id=c.manufacturer_id, manufacturer=c.manufacturer_hint, oem_id=c.oem_id,
+                   product_name=c.product_name, revision=c.revision, serial=c.serial_hex,
+                   manufactured=c.manufactured)
+    if info.csd is not None:
+        out["csd_capacity_bytes"] = info.csd.capacity_bytes
+        out["csd_structure"] = info.csd.structure
+    if info.declared_classes:
+        out["declared_classes"] = list(info.declared_classes)
+    return out
+
+
+def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[str, Any] | None = None, *,
+             ata_timeout: float | None = DEFAULT_TIMEOUT, hint: SessionHint | None = None) -> BlockDevice:
+    """Fill ``card``/``reader`` (and ``target``) from the device at ``dev`` (path or BlockDevice):
+    the one identity rule (module docstring). What the user gave is never overwritten.
+
+    ``ata_timeout``: seconds the card may take to answer ATA IDENTIFY (None: do not ask).
+    ``hint``: what a drawer session saw of the device (:class:`SessionHint`)."""
     if isinstance(dev, str):
         dev = get_device(dev)
     if ata_timeout is not None:
         apply_ata(card, probe_ata(dev, ata_timeout), target)
+        if card.ata and card.ata.get("serial"):
+            card.serial_source = card.serial_source or "ata"
     if card.capacity_bytes is None:
         card.capacity_bytes = dev.size
-    if card.model is None:
-        card.model = " ".join(x for x in (dev.vendor, dev.model) if x) or None
     info = dev.card
     if info is not None and info.cid is not None:
-        card.serial = card.serial or f"{info.cid.manufacturer_id:02x}-{info.cid.oem_id}-{info.cid.serial_hex}"
-        card.model = info.cid.product_name or card.model
+        if card.serial is None:
+            card.serial = f"{info.cid.manufacturer_id:02x}-{info.cid.oem_id}-{info.cid.serial_hex}"
+            card.serial_source = "cid"
+        card.model = card.model or info.cid.product_name or None
+    if info is not None:
+        card.sd = card.sd or sd_registers(info)
     if reader.transport is None:
         reader.transport = dev.transport
     usb = dev.usb
+    kind = None
     if usb is not None:
+        kind, evidence = classify_holder(dev, hint)
+        reader.kind, reader.kind_evidence = reader.kind or kind, reader.kind_evidence or evidence
+        kind = reader.kind        # a kind decided before (the drawer's session evidence) stands
         reader.vendor_id = reader.vendor_id or usb.vendor_id
         reader.product_id = reader.product_id or usb.product_id
         reader.serial = reader.serial or usb.serial
@@ -78,12 +174,28 @@ def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[st
             except ValueError:
                 pass
         if reader.name is None:
-            reader.name = " ".join(x for x in (usb.manufacturer, usb.product) if x) or None
-    elif info is not None and reader.name is None:
-        reader.name = f"native {info.type or 'SD'} slot ({info.host or 'mmc'})"
+            reader.name = usb_name(usb)
+            if kind == "stick" and reader.name:
+                reader.name = f"none: a USB stick ({reader.name})"
+        if kind in ("stick", "unsure") and card.serial is None and not (card.ata or {}).get("serial"):
+            # the USB device is (or may be) the card: its serial is the card's, in every record
+            own = usb.serial or dev.serial
+            if own:
+                card.serial, card.serial_source = own, "usb"
+            card.model = card.model or " ".join(x for x in (usb.manufacturer, usb.product) if x) or None
+    elif info is not None:
+        reader.kind = reader.kind or "native"
+        if reader.name is None:
+            reader.name = f"native {info.type or 'SD'} slot ({info.host or 'mmc'})"
+    elif dev.serial and card.serial is None and dev.transport not in ("loop",) and not card.ata:
+        card.serial, card.serial_source = dev.serial, "device"
+    if card.model is None:
+        card.model = " ".join(x for x in (dev.vendor, dev.model) if x) or None
     if target is not None:
         target.setdefault("device", dev.path)
         target["transport"] = dev.transport
+        if usb is not None:
+            target["holder"] = {"kind": reader.kind, "evidence": list(reader.kind_evidence or [])}
         if info is not None and info.status is not None:
             target["ssr_classes"] = info.status.to_dict()
         if info is not None and info.cid is not None:      # who made it, as the card says (verdicts.identity)

@@ -16,6 +16,18 @@ average (up to 500 ms) and costs a little CPU all the time, so it is only the fa
 socket cannot be opened (a sandbox without netlink), and, as a safety net for dropped events
 (ENOBUFS when the socket's buffer overflows), a full rescan every ``rescan`` seconds.
 
+A card swapped in a reader is a media change the kernel only sees when someone looks: without
+udisks (which polls), a kernel with ``block.events_dfl_poll_msecs`` 0 never checks a removable
+LUN, so no uevent comes. The watcher asks the kernel to poll each removable LUN it watches
+(``/sys/block/sdX/events_poll_msecs`` = ``KERNEL_POLL_MSECS``, root only, where the disk
+reports ``media_change`` in ``events``); where it cannot, it opens those LUNs itself every
+``SELF_POLL_INTERVAL`` seconds (an open makes the SCSI disk driver check its medium).
+
+What the session saw of a device is kept for the identity rule (:meth:`Watcher.hint`, a
+:class:`cardbench.devices.identity.SessionHint`): a block device that appeared holding its
+medium arrived with it (a stick); a medium that went or came on a device that stayed marks its
+USB device as a reader.
+
 Which devices are watched (:func:`watched`): USB mass storage, mmc, anything sysfs marks
 removable, and loop devices only with ``include_loop`` (and, with ``loop_under``, only those whose
 backing file lies under that directory: on a shared machine other people's loop devices are not
@@ -42,6 +54,10 @@ SECTOR = 512
 #: seconds between full sysfs scans: the fallback's pace, and the safety net behind netlink
 POLL_INTERVAL = 0.5
 RESCAN_INTERVAL = 5.0
+#: how often the kernel is asked to check a removable LUN for a new medium (ms), and how often
+#: the watcher opens such LUNs itself where it cannot ask (s)
+KERNEL_POLL_MSECS = 1000
+SELF_POLL_INTERVAL = 1.0
 _NEVER = ("ram", "zram", "dm-", "md", "nbd", "sr", "fd", "nvme", "vd", "xvd")
 
 
@@ -62,6 +78,15 @@ class MediumChange:
 def _size(sysfs_root: str, name: str) -> int:
     sectors = read_int(os.path.join(sysfs_root, "block", name, "size"))
     return (sectors or 0) * SECTOR
+
+
+def _revalidate(name: str) -> None:
+    """Open and close ``/dev/<name>``: the SCSI disk driver reads a new medium's size on open
+    (after a media-change event sysfs may still show the old one)."""
+    try:
+        os.close(os.open(f"/dev/{name}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError:
+        pass
 
 
 def loop_backing_file(name: str, sysfs_root: str = "/sys") -> str | None:
@@ -165,6 +190,66 @@ class Watcher:
         # nobody looked are two cards; without diskseq, a loop device's backing file
         self.media: dict[str, tuple[int, str | None]] = {n: self._medium(n) for n in self._names()}
         self._last_scan = time.monotonic()
+        #: devices that appeared holding their medium; reader keys whose medium changed in place
+        self.arrived: set[str] = set()
+        self.changed_in_place: set[str] = set()
+        self._keys: dict[str, str] = {}
+        #: watched removable LUNs the kernel now polls for us; those we open ourselves
+        self.kernel_polled: list[str] = []
+        self.self_polled: list[str] = []
+        self._last_self_poll = 0.0
+        for n in self.media:
+            self._arrange_polling(n)
+
+    def present(self) -> list[str]:
+        """Watched devices that held a medium when watching started (``/dev/...``): the drawer
+        says so rather than skip them without a word."""
+        return [f"/dev/{n}" for n, (size, _) in sorted(self.media.items()) if size and self._watched(n)]
+
+    def hint(self, name: str):
+        """What this session saw of device ``name`` (a :class:`SessionHint` for the identity rule)."""
+        from cardbench.devices.identity import SessionHint
+        name = os.path.basename(name)
+        key = reader_key(name, self.sysfs_root)
+        return SessionHint(arrived_with_medium=name in self.arrived,
+                           medium_changed=key is not None and key in self.changed_in_place)
+
+    def _arrange_polling(self, name: str) -> None:
+        """A watched removable LUN (not a loop device, not mmc: the mmc host notices cards itself)
+        gets polled for media changes: by the kernel where it can be asked, else by us."""
+        if name.startswith(("loop", "mmcblk")) or name in self.kernel_polled or name in self.self_polled:
+            return
+        base = os.path.join(self.sysfs_root, "block", name)
+        if read_int(os.path.join(base, "removable")) != 1 or not self._watched(name):
+            return
+        events = read_text(os.path.join(base, "events")) or ""
+        current = read_int(os.path.join(base, "events_poll_msecs"))
+        if "media_change" in events:
+            default = read_int(os.path.join(self.sysfs_root, "module", "block", "parameters",
+                                            "events_dfl_poll_msecs"))
+            if current is not None and (current > 0 or (current == -1 and default)):
+                self.kernel_polled.append(name)      # someone (udisks, the default) polls already
+                return
+            try:
+                with open(os.path.join(base, "events_poll_msecs"), "w") as f:
+                    f.write(str(KERNEL_POLL_MSECS))
+                self.kernel_polled.append(name)
+                return
+            except OSError:
+                pass
+        self.self_polled.append(name)
+
+    def _self_poll(self) -> None:
+        """Open each LUN we poll ourselves (the SCSI disk driver checks its medium on open)."""
+        self._last_self_poll = time.monotonic()
+        for name in list(self.self_polled):
+            try:
+                fd = os.open(f"/dev/{name}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                os.close(fd)
+            except FileNotFoundError:
+                self.self_polled.remove(name)
+            except OSError:
+                pass
 
     def __enter__(self) -> "Watcher":
         return self
@@ -203,11 +288,34 @@ class Watcher:
         a card swapped for one of the same size."""
         medium = self._medium(name)
         size = medium[0]
+        new = name not in self.media
         before = self.media.get(name, (0, None))
         known_seq = (medium[1] or "").startswith("diskseq:")
+        exists = os.path.isdir(os.path.join(self.sysfs_root, "block", name))
+        if not exists:
+            self.media.pop(name, None)
+            self.arrived.discard(name)
+            key = self._keys.pop(name, None)
+            if key is not None and key not in self._keys.values():
+                self.changed_in_place.discard(key)   # that USB device is gone: its port may get a stick
+            if name in self.self_polled:
+                self.self_polled.remove(name)
+            if name in self.kernel_polled:
+                self.kernel_polled.remove(name)
         if medium == before and not (media_change and size and not known_seq):
             return None
-        self.media[name] = medium
+        if exists:
+            self.media[name] = medium
+            self._arrange_polling(name)
+            if new and size:
+                self.arrived.add(name)
+            elif not new and (size or before[0]) and not name.startswith("loop"):
+                # the medium came, went or changed on a device that stayed: a reader's slot
+                self.arrived.discard(name)
+                key = reader_key(name, self.sysfs_root)
+                if key is not None:
+                    self.changed_in_place.add(key)
+                    self._keys[name] = key
         before_size = before[0] if medium != before else 0
         if size and not self._watched(name):
             return None
@@ -239,6 +347,8 @@ class Watcher:
             if ev.get("SUBSYSTEM") != "block" or ev.get("DEVTYPE", "disk") != "disk":
                 continue
             name = ev.get("DEVNAME") or os.path.basename(ev.get("DEVPATH", ""))
+            if name and ev.get("DISK_MEDIA_CHANGE") == "1":
+                _revalidate(name)
             if name and (c := self._check(name, ev.get("DISK_MEDIA_CHANGE") == "1")) is not None:
                 changes.append(c)
         return changes, lost
@@ -248,6 +358,12 @@ class Watcher:
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             now = time.monotonic()
+            if self.self_polled and now - self._last_self_poll >= SELF_POLL_INTERVAL:
+                self._self_poll()
+                if self.sock is None:
+                    found = self.scan()
+                    if found:
+                        return found
             if self.sock is None:
                 if now - self._last_scan >= self.poll_interval:
                     found = self.scan()
@@ -259,6 +375,8 @@ class Watcher:
                 time.sleep(max(0.0, pause))
                 continue
             pause = min(deadline - now, self.rescan_interval - (now - self._last_scan))
+            if self.self_polled:
+                pause = min(pause, SELF_POLL_INTERVAL)
             ready = select.select([self.sock], [], [], max(0.0, pause))[0] if pause > 0 else []
             found: list[MediumChange] = []
             if ready:

@@ -47,7 +47,10 @@ def reader_text(d: BlockDevice, markup: bool = True) -> str:
         bits.append(link)
         if u.note:
             bits.append(f"[yellow]{_escape(u.note)}[/yellow]" if markup else u.note)
-        return "\n".join(bits)
+        holder = d.holder() or {}
+        bits.append({"reader": "a card reader", "stick": "a stick: the USB device is the card",
+                     "unsure": "a stick or a single-slot reader (cannot tell)"}.get(holder.get("kind"), ""))
+        return "\n".join(b for b in bits if b)
     if d.card is not None:
         c = d.card
         bits = [f"{c.type or 'card'} on {c.host or 'native host'}"]

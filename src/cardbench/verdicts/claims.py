@@ -140,6 +140,11 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
     if c is not None and c.limit_bytes_per_s < required:
         return _row(claim, check, **base, reason=(
             f"{got}: this path cannot show it ({c.describe()}); test the card in a faster reader"))
+    if s.too_wide and check.unit == "B/s":
+        return _row(claim, check, **base, reason=(
+            f"{got}: spread too wide to judge the label by (the runs went from {_fmt(s.min, check.unit)} to "
+            f"{_fmt(s.max, check.unit)}, {s.spread:.0%} of the median; 95% CI {_fmt(s.ci95[0], check.unit)} to "
+            f"{_fmt(s.ci95[1], check.unit)}): the path was disturbed; run again when the machine is quiet"))
     # the runs themselves straddle it, not only a CI widened by few runs (2 runs: t = 12.7)
     if ci and ci[0] < required < ci[1] and s.min < required <= s.max:
         return _row(claim, check, **base, reason=(

@@ -83,12 +83,17 @@ def card_name(card: Card) -> str:
 
 
 def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[str, dict[str, float]]]:
-    """Card names and best medians per direction: ({card_id: name}, {"read": {card_id: bps}, ...})."""
+    """Card names and best medians per direction: ({card_id: name}, {"read": {card_id: bps}, ...}).
+    ``names`` also holds, under ``OWN``, the identities that are the cards' own (see
+    :meth:`cardbench.result.Card.own_identity`)."""
     names: OrderedDict[str, str] = OrderedDict()
     best: dict[str, dict[str, float]] = {"read": {}, "write": {}}
     memory = memory_speed()
+    own: set[str] = set()
     for result in results:
         cid = result.card.identity()
+        if result.card.own_identity():
+            own.add(cid)
         for direction, tests in (("read", READ_TESTS), ("write", WRITE_TESTS)):
             for test in result.tests:
                 if test.name not in tests or not test.complete:
@@ -99,6 +104,7 @@ def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[
                 names.setdefault(cid, card_name(result.card))
                 if median > best[direction].get(cid, 0.0):
                     best[direction][cid] = median
+    best["own"] = {cid: 1.0 for cid in own}
     return names, best
 
 
@@ -258,7 +264,12 @@ def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str]
     ``per_reader``: {reader identity: _best_figures(its results)}. One finding per direction
     with such a card: ``kind`` "same_card", ``ceiling_bytes_per_s`` the best figure of those
     cards through this reader, ``confidence`` "likely" (no card through this reader is faster
-    than that by more than ``tolerance``) or "possible", ``cards`` the comparisons."""
+    than that by more than ``tolerance``) or "possible", ``cards`` the comparisons.
+
+    Only a card known by its own identity (its CID, ATA serial, a stick's or a disk's serial:
+    :meth:`cardbench.result.Card.own_identity`) is "the same card": a size or a name a person gave
+    can be two cards (two sticks of one size taken for one anonymous card once named a false
+    ceiling)."""
     names, best = per_reader[identity]
     out = []
     for direction in ("read", "write"):
@@ -268,6 +279,8 @@ def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str]
             if other == identity:
                 continue
             for cid, here in mine.items():
+                if cid not in best.get("own", {}) or cid not in other_best.get("own", {}):
+                    continue
                 there = other_best[direction].get(cid)
                 if there is not None and there > here * (1 + gap):
                     pairs.append({"card": names[cid], "card_identity": cid, "here_bytes_per_s": here,
@@ -347,6 +360,8 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
     """
     groups: OrderedDict[str, list[Result]] = OrderedDict()
     for r in results:
+        if r.reader.kind == "stick":
+            continue    # no reader: the USB device is the card
         groups.setdefault(r.reader.identity(), []).append(r)
     for p in probes or []:
         groups.setdefault(p.get("reader_identity") or "probe", [])

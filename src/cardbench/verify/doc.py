@@ -89,34 +89,14 @@ def fix_for(device: str | None, announced: int, usable: int | None) -> dict[str,
 
 
 def identity(dev) -> tuple[Card | None, Reader | None]:
-    """Card and reader identity from a ``cardbench.devices.BlockDevice`` (None when unknown)."""
+    """Card and reader identity from a ``cardbench.devices.BlockDevice`` (None when unknown):
+    the same rule as every other record (:func:`cardbench.devices.identity.identify`)."""
     if dev is None:
         return None, None
-    serial = None
-    name = None
-    info = getattr(dev, "card", None)
-    if info is not None:
-        attrs = info.attributes or {}
-        serial = attrs.get("serial")
-        name = attrs.get("name")
-    usb = getattr(dev, "usb", None)
-    card = Card(name=name, capacity_bytes=dev.size, brand=dev.vendor)
-    if hasattr(dev, "ata"):   # a CF card behind a SAT reader names itself (model, serial, sectors)
-        from cardbench.devices.identity import apply_ata, probe_ata
-        apply_ata(card, probe_ata(dev))
-    card.serial = card.serial or serial or dev.serial
-    card.model = card.model or dev.model
-    reader = None
-    if usb is not None:
-        speed = getattr(usb, "link_ceiling_bytes_per_s", None)
-        reader = Reader(name=usb.product, vendor_id=usb.vendor_id, product_id=usb.product_id, serial=usb.serial,
-                        link_speed_mbit=None if usb.speed is None else _num(usb.speed), driver=usb.driver,
-                        transport=dev.transport)
-        if speed is None:
-            pass
-    elif dev.transport:
-        reader = Reader(name=dev.transport, transport=dev.transport)
-    return card, reader
+    from cardbench.devices.identity import identify
+    card, reader = Card(), Reader()
+    identify(dev, card, reader)
+    return card, (reader if (reader.vendor_id or reader.name or reader.transport) else None)
 
 
 def _num(x: Any) -> float | None:

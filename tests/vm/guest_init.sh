@@ -1,0 +1,15 @@
+#!/bin/sh
+# The guest's first process after the initramfs handed over the host's root (read-only, 9p):
+# tmpfs where programs write, the drivers of the emulated hardware, then the command agent.
+arg() { sed -n "s/.*cardbench\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+for d in /tmp /run /var/tmp /mnt /media /dev/shm; do mount -t tmpfs -o mode=1777 tmpfs "$d" 2>/dev/null; done
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mkdir -p /tmp/home
+export HOME=/tmp/home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+PY=$(arg python)
+export PATH="$(dirname "$PY"):$PATH"
+export PYTHONPATH="$(arg checkout)/src" PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/pycache
+for m in $(arg modules | tr , ' '); do modprobe -q "$m" || echo "guest: modprobe $m failed"; done
+hostname cardbench-vm
+exec "$PY" "$(dirname "$0")/guest_agent.py"
