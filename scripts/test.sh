@@ -6,21 +6,22 @@
 #   bash scripts/test.sh --quick    # a developer's inner loop: every test not marked slow, no VM tier
 #   bash scripts/test.sh tests/vm   # extra arguments: one pytest run of what they name
 #
-# On $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 2; 0: no xdist, one process), as
-# README's "Tests" says why: most of the suite waits on paced emulated cards. The tests marked
-# `timing` (a measured rate or time against a set one) are one group that one worker runs one at
-# a time, from the start; the rest are shared by file (tests/conftest.py). The ten slowest tests
-# are listed at the end (--durations=10, pyproject's addopts), then how long the whole run took.
-# The exit code is pytest's (5, "no tests ran", fails too). CARDBENCH_SKIP_SETUP=1 skips
-# scripts/setup.sh (the packages and `pip install -e '.[test]'`).
+# Three passes (README, "Tests"): the tests marked `timing` (a measured rate or time against a
+# set one) one at a time and alone, each tried up to 3 times; then every other host test on
+# $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 2; 0: one process), since most of them
+# wait on paced emulated cards; then the booted-kernel tier (tests/vm). The ten slowest tests of
+# each pass are listed (--durations=10, pyproject's addopts), then how long each pass and the
+# whole run took. The exit code is the first failing pass's pytest code (5, "no tests ran",
+# fails too). CARDBENCH_SKIP_SETUP=1 skips scripts/setup.sh (the packages and
+# `pip install -e '.[test]'`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-select=()
+quick=0
 args=()
 for a in "$@"; do
   if [ "$a" = --quick ]; then
-    select=(-m "not slow")
+    quick=1
   else
     args+=("$a")
   fi
@@ -34,29 +35,38 @@ parallel=(-p no:xdist)
 # a short temp root: an xdist worker's tmp_path is one level deeper (popen-gw0/), and an emulated
 # card's control socket under it must stay within AF_UNIX's 108 bytes (every drawer test failed)
 basetemp=$(mktemp -d /tmp/cbt-XXXXXX)
+slow=""
+[ "$quick" = 1 ] && slow=" and not slow"
 
 start=$(date +%s)
 rc=0
+pass() {   # pass NAME PYTEST-ARGS...: one pytest run, its time said; the first failure's code is kept
+  local name=$1 t0 prc=0
+  shift
+  t0=$(date +%s)
+  python3 -m pytest -q "$@" || prc=$?
+  # --quick may leave a pass with nothing to run (pytest's 5): that pass is simply empty
+  [ "$quick" = 1 ] && [ "$prc" = 5 ] && prc=0
+  echo "$name took $(( ($(date +%s) - t0) / 60 )) min $(( ($(date +%s) - t0) % 60 )) s, pytest exit $prc"
+  [ "$rc" = 0 ] && rc=$prc
+  return 0
+}
 if [ ${#args[@]} -gt 0 ]; then
   # what the caller named, in one pytest run
-  python3 -m pytest -q --basetemp="$basetemp/t" "${parallel[@]}" ${select[@]+"${select[@]}"} "${args[@]}" || rc=$?
+  pass "tests" --basetemp="$basetemp/t" "${parallel[@]}" ${slow:+-m "not slow"} "${args[@]}"
 else
-  # the host tiers (rules on models, measurement on emulated cards), then the booted-kernel tier
-  # (tests/vm) on its own: a TCG guest keeps a core busy, which would disturb the timing tests
-  python3 -m pytest -q --basetemp="$basetemp/t" "${parallel[@]}" ${select[@]+"${select[@]}"} --ignore=tests/vm || rc=$?
-  host=$(( $(date +%s) - start ))
-  echo "host tests took $((host / 60)) min $((host % 60)) s, pytest exit $rc"
-  if [ ${#select[@]} -eq 0 ]; then
-    vrc=0
-    # one guest per test module, two modules at once (one core each)
-    python3 -m pytest -q --basetemp="$basetemp/vm" "${parallel[@]}" tests/vm || vrc=$?
-    vm=$(( $(date +%s) - start - host ))
-    echo "VM tier (tests/vm) took $((vm / 60)) min $((vm % 60)) s, pytest exit $vrc"
-    [ "$rc" = 0 ] && rc=$vrc
-  fi
+  # 1. the timing tests (a measured rate or time against a set one): one at a time, alone on the
+  #    machine, each tried up to 3 times (pytest-rerunfailures: a figure a busy machine disturbed
+  #    is measured again, every retry shown as R; a wrong figure three times fails)
+  pass "timing tests" --basetemp="$basetemp/timing" -p no:xdist --reruns 2 --reruns-delay 1 \
+    -m "timing$slow" --ignore=tests/vm
+  # 2. everything else on the host, on $workers workers (most of it waits on paced emulated cards)
+  pass "other host tests" --basetemp="$basetemp/host" "${parallel[@]}" -m "not timing$slow" --ignore=tests/vm
+  # 3. the booted-kernel tier, one guest per test module (a TCG guest keeps a core busy)
+  [ "$quick" = 1 ] || pass "VM tier (tests/vm)" --basetemp="$basetemp/vm" "${parallel[@]}" tests/vm
 fi
 took=$(( $(date +%s) - start ))
 # kept after a failure (what the failing tests left, to look at); nothing is mounted in it by then
 [ "$rc" = 0 ] && rm -rf --one-file-system "$basetemp"
-echo "tests took $((took / 60)) min $((took % 60)) s (${workers} xdist workers$([ ${#select[@]} -gt 0 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
+echo "tests took $((took / 60)) min $((took % 60)) s (${workers} xdist workers$([ "$quick" = 1 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
 exit "$rc"

@@ -329,7 +329,7 @@ class EmulatedReader:
 
     def _attached_loops(self, mnt: str) -> list[str]:
         found = [lo.device for lo in system.loops_under(mnt)]
-        return found + [d for d in self._devices.values() if system.loop_info(d) and d not in found]
+        return found + [d for d in system.still_ours(self._devices.values(), mnt) if d not in found]
 
     def _teardown(self) -> list[str]:
         problems: list[str] = []

@@ -211,6 +211,19 @@ def loop_info(device: str) -> LoopInfo | None:
     return None
 
 
+def still_ours(devices, directory: str | os.PathLike) -> list[str]:
+    """Those of ``devices`` still backed by a file under ``directory``. A loop device number is
+    freed when it is detached and another process (a parallel test) may get it at once: a device
+    known only by its number may be someone else's by now, and is never detached by that alone."""
+    prefix = canon(directory).rstrip("/") + "/"
+    out = []
+    for d in devices:
+        lo = loop_info(d)
+        if lo is not None and lo.backing_file.startswith(prefix):
+            out.append(d)
+    return out
+
+
 def attach_loop(path: str | os.PathLike) -> str:
     """``losetup -f --show --direct-io=on path``; checks direct I/O is really on."""
     proc = run(["losetup", "-f", "--show", "--direct-io=on", str(path)])
@@ -252,7 +265,7 @@ def release_mountpoint(mountpoint: str | os.PathLike, *, devices: list[str] = ()
     seconds, abort its connection so I/O fails fast, and retry. Returns problems (empty if clean).
     """
     problems: list[str] = []
-    targets = {lo.device for lo in loops_under(mountpoint)} | {d for d in devices if loop_info(d)}
+    targets = {lo.device for lo in loops_under(mountpoint)} | set(still_ours(devices, mountpoint))
     for device in sorted(targets):
         try:
             detach_loop(device, timeout=grace)
@@ -262,7 +275,7 @@ def release_mountpoint(mountpoint: str | os.PathLike, *, devices: list[str] = ()
                     detach_loop(device, timeout=grace)
                 except CardbenchError as e:
                     problems.append(e.message)
-    still = [lo.device for lo in loops_under(mountpoint)] + [d for d in devices if loop_info(d)]
+    still = sorted({lo.device for lo in loops_under(mountpoint)} | set(still_ours(devices, mountpoint)))
     if still:
         # Still attached: perhaps a hung server. Abort and retry once.
         abort_fuse(mountpoint)

@@ -317,5 +317,8 @@ def import_records(contents: Contents, db, *, path: str) -> str:
             more = f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""
             raise UsageError(f"{path}: {clash[0]}{more}: two exports with the same ids and different content; "
                              "nothing imported")
-        store.save_all(contents.items())
+        # oldest first, as they were measured: a card's row (its name, brand, label) is the one its
+        # latest result gave it, in the store the export came from and in this one
+        results = sorted(contents.results, key=lambda r: r.started_at or "")
+        store.save_all([*results, *contents.verify, *contents.probes, *contents.sessions])
         return store.location
