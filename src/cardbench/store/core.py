@@ -310,17 +310,13 @@ class Store:
         machine = str(host.get("machine") or "")
         return (f"{hostname or 'unknown'}|{machine}", hostname or None, machine or None, _dumps(host))
 
-    def _ids_of(self, table: str, identities: list[str]) -> dict[str, int]:
-        """identity -> id of rows of ``table`` (keys as given, whatever the database made of them)."""
-        b = self._db
-        got = {k: int(i) for i, k in b.rows_in(f"SELECT id, identity FROM {table} WHERE identity {{in}}",
-                                               list(dict.fromkeys(identities)))}
-        return {ident: got[b.key(ident)] for ident in identities}
-
     def _save_results(self, entries: list[tuple[Result, dict, str]]) -> None:
         """Store (replacing by id) results inside the caller's transaction, as saving them one
         after the other would: cards, readers and hosts are upserted in the results' order; a
-        result given twice is stored as its last copy."""
+        result given twice is stored as its last copy. Nothing is read back: each row finds the
+        ids it points to by a subquery on a unique key (a card's identity, a run's result id, a
+        test's run and position), so on PostgreSQL the whole batch is sent pipelined and only
+        the commit is waited for."""
         if not entries:
             return
         b = self._db
@@ -332,52 +328,41 @@ class Store:
         b.executemany(self._CARD_UPSERT, [self._card_row(r.card) for r, _, _ in entries])
         b.executemany(self._READER_UPSERT, [self._reader_row(r.reader) for r, _, _ in entries])
         b.executemany(self._HOST_UPSERT, [self._host_row(r.host or {}) for r, _, _ in entries])
-        cards = self._ids_of("cards", [r.card.identity() for r, _, _ in entries])
-        readers = self._ids_of("readers", [r.reader.identity() for r, _, _ in entries])
-        hosts = self._ids_of("hosts", [self._host_row(r.host or {})[0] for r, _, _ in entries])
         last = {r.id: k for k, (r, _, _) in enumerate(entries)}
         kept = [e for k, e in enumerate(entries) if last[e[0].id] == k]
         now = _now_iso()
         b.executemany(
             "INSERT INTO runs (result_id, card_id, reader_id, host_id, started_at, started_epoch, finished_at, "
             "complete, source, error, tool_version, schema, n_tests, n_samples, document, saved_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(r.id, cards[r.card.identity()], readers[r.reader.identity()], hosts[self._host_row(r.host or {})[0]],
+            "VALUES (?, (SELECT id FROM cards WHERE identity = ?), (SELECT id FROM readers WHERE identity = ?), "
+            "(SELECT id FROM hosts WHERE identity = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.id, r.card.identity(), r.reader.identity(), self._host_row(r.host or {})[0],
               r.started_at, q.epoch_of_iso(r.started_at), r.finished_at, int(bool(r.complete)), r.source, r.error,
               str((r.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(r.tests),
               sum(len(t.runs) + len(t.warmup) for t in r.tests), text, now) for r, _, text in kept])
-        got = {k: int(i) for i, k in b.rows_in("SELECT id, result_id FROM runs WHERE result_id {in}",
-                                               [r.id for r, _, _ in kept])}
-        run_pk = {r.id: got[b.key(r.id)] for r, _, _ in kept}
-        test_rows = []
+        run_of = "(SELECT id FROM runs WHERE result_id = ?)"
+        test_rows, samples, claims = [], [], []
         for r, doc, _ in kept:
             for pos, (t, td) in enumerate(zip(r.tests, doc["tests"])):
                 ci = td.get("ci95_bytes_per_s") or (None, None)
                 test_rows.append(
-                    (run_pk[r.id], pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
+                    (r.id, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
                      td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
                      td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
                      td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
+                samples += [(r.id, r.id, pos, kind, i, int(x.bytes), float(x.seconds), x.ops, x.offset)
+                            for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, x in enumerate(runs)]
+            claims += [(r.id, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
+                        _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(r.claims)]
         b.executemany(
             "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
             "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
-            "x_rating, median_iops, limited_by, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            test_rows)
-        test_pk = {}
-        if test_rows:
-            test_pk = {(int(run), int(pos)): int(i) for i, run, pos in b.rows_in(
-                "SELECT id, run_id, position FROM tests WHERE run_id {in}", list(run_pk.values()))}
-        samples, claims = [], []
-        for r, _, _ in kept:
-            pk = run_pk[r.id]
-            for pos, t in enumerate(r.tests):
-                samples += [(pk, test_pk[(pk, pos)], kind, i, int(x.bytes), float(x.seconds), x.ops, x.offset)
-                            for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, x in enumerate(runs)]
-            claims += [(pk, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
-                        _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(r.claims)]
+            f"x_rating, median_iops, limited_by, warnings) VALUES ({run_of}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?)", test_rows)
         self._insert_samples(samples)
         b.executemany(
-            "INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES (?, ?, ?, ?, ?, ?)", claims)
+            f"INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES ({run_of}, ?, ?, ?, ?, ?)",
+            claims)
 
     def _in_chunks(self, sql: str, values: list) -> None:
         """A statement whose answer is not read, with ``{in}`` as in Backend.rows_in."""
@@ -390,9 +375,11 @@ class Store:
             b.send(sql.replace("{in}", "IN (" + ", ".join("?" * len(part)) + ")"), part)
 
     def _insert_samples(self, rows: list[tuple]) -> None:
+        """rows: (result id, result id, test position, kind, idx, bytes, seconds, ops, offset)."""
         self._db.executemany(
             "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            "VALUES ((SELECT id FROM runs WHERE result_id = ?), (SELECT t.id FROM tests t WHERE t.run_id = "
+            "(SELECT id FROM runs WHERE result_id = ?) AND t.position = ?), ?, ?, ?, ?, ?, ?)", rows)
 
     def delete(self, run_id: str) -> None:
         """Remove one run (exact id) and its rows."""
