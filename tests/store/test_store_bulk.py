@@ -104,6 +104,25 @@ def test_a_batch_saved_twice_is_stored_once(tmp_path):
         assert st.count() == 30 and st.check() == []
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_batch_is_claimed_for_its_station_whole_or_not_at_all(tmp_path, request, kind):
+    """The station server's claim (tokens.claimer) of a batch: one INSERT and one read per kind;
+    a batch holding one record another station shared first is refused whole, naming it."""
+    from cardbench.server import tokens
+    db = tmp_path / "claim.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    mine = [_r(1), _r(2), _verify(1), _probe(1), _session(1)]
+    with open_store(db) as st:
+        st.save_all(mine, before=tokens.claimer("lab-a"))
+        st.save_all(mine, before=tokens.claimer("lab-a"))           # again, by its own station: fine
+        before = export.to_json(export.collect(st))
+        with pytest.raises(tokens.Forbidden, match="probe p001 was shared by another station"):
+            st.save_all([_r(3), _probe(1), _r(2)], before=tokens.claimer("lab-b"))
+        assert export.to_json(export.collect(st)) == before and st.count() == 2
+        assert tokens.station_of_record(st, "verify", "v001") == "lab-a"
+        st.save_all([_r(3), _verify(2)], before=tokens.claimer("lab-b"))
+        assert tokens.station_of_record(st, "result", "r003") == "lab-b" and st.count() == 3
+
+
 if __name__ == "__main__":
     import tempfile
 
