@@ -235,38 +235,12 @@ class Store:
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        ident = card.identity()
-        self._db.execute(
-            "INSERT INTO cards (identity, name, brand, capacity_bytes, label, serial, model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
-            "name = COALESCE(excluded.name, cards.name), brand = COALESCE(excluded.brand, cards.brand), "
-            "capacity_bytes = COALESCE(excluded.capacity_bytes, cards.capacity_bytes), "
-            "label = COALESCE(excluded.label, cards.label), model = COALESCE(excluded.model, cards.model)",
-            (ident, card.name, card.brand, card.capacity_bytes, card.label, card.serial, card.model))
-        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (ident,))[0][0])
+        self._db.execute(self._CARD_UPSERT, self._card_row(card))
+        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
 
     def _upsert_reader(self, reader: Reader) -> int:
-        ident = reader.identity()
-        self._db.execute(
-            "INSERT INTO readers (identity, name, vendor_id, product_id, serial, link_speed_mbit, driver, transport) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
-            "name = COALESCE(excluded.name, readers.name), "
-            "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
-            "driver = COALESCE(excluded.driver, readers.driver), "
-            "transport = COALESCE(excluded.transport, readers.transport)",
-            (ident, reader.name, reader.vendor_id, reader.product_id, reader.serial, reader.link_speed_mbit,
-             reader.driver, reader.transport))
-        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (ident,))[0][0])
-
-    def _upsert_host(self, host: dict) -> int:
-        hostname = str(host.get("hostname") or "")
-        machine = str(host.get("machine") or "")
-        ident = f"{hostname or 'unknown'}|{machine}"
-        self._db.execute(
-            "INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (identity) DO UPDATE SET info = excluded.info",
-            (ident, hostname or None, machine or None, _dumps(host)))
-        return int(self._db.execute("SELECT id FROM hosts WHERE identity = ?", (ident,))[0][0])
+        self._db.execute(self._READER_UPSERT, self._reader_row(reader))
+        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
 
     def _delete_run(self, run_pk: int) -> None:
         for table in ("samples", "claims", "tests"):
