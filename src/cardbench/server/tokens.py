@@ -94,11 +94,18 @@ def claimer(station: str):
     transaction; Forbidden (all undone) when another station shared one of them first."""
     def before(db, kinds_and_ids):
         now = _now()
+        # one statement for the batch, then one read of the owners (the first foreign one is named)
+        db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
+                       "ON CONFLICT (kind, record_id) DO NOTHING",
+                       [(kind, rid, station, now) for kind, rid in kinds_and_ids])
+        owners = {}
+        for k in dict.fromkeys(kind for kind, _ in kinds_and_ids):        # the primary key's order
+            owners.update(((k, rid), st) for rid, st in db.rows_in(
+                "SELECT record_id, station FROM record_stations WHERE kind = ? AND record_id {in}",
+                list(dict.fromkeys(rid for kind, rid in kinds_and_ids if kind == k)), (k,)))
         for kind, rid in kinds_and_ids:
-            db.execute("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
-                       "ON CONFLICT (kind, record_id) DO NOTHING", (kind, rid, station, now))
-            owner = db.execute("SELECT station FROM record_stations WHERE kind = ? AND record_id = ?", (kind, rid))
-            if owner and owner[0][0] != station:
+            owner = owners.get((kind, db.key(rid)))
+            if owner is not None and owner != station:
                 raise Forbidden(f"{kind} {rid} was shared by another station first; station {station!r} "
                                 "may not replace it")
     return before

@@ -19,6 +19,8 @@ from cardbench.errors import StoreError
 from cardbench.store.schema import APP, SQLITE_APPLICATION_ID, TABLES
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: How many values one ``IN (...)`` list holds (SQLite's limit on parameters was 999 before 3.32).
+IN_CHUNK = 900
 #: How long a writer waits for another one before giving up (SQLite busy timeout).
 BUSY_TIMEOUT_S = 30.0
 #: PostgreSQL: seconds per connection try, how many tries, the first pause between them (doubling):
@@ -57,6 +59,31 @@ class Backend:
     def transaction(self) -> Iterator[None]:
         raise NotImplementedError
         yield
+
+    @contextmanager
+    def batch_transaction(self) -> Iterator[None]:
+        """A transaction for many statements in a row (a batch save): PostgreSQL sends them
+        pipelined, waiting for the server only where a result is read (or at the commit)."""
+        with self.transaction():
+            yield
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement whose answer is not read (in a pipeline: not waited for)."""
+        self.execute(sql, params)
+
+    def key(self, text: str) -> str:
+        """``text`` as the database gives it back when it was written as a parameter."""
+        return text
+
+    def rows_in(self, sql: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[tuple]:
+        """``sql`` with ``{in}`` standing for "IN (values)", run in chunks of IN_CHUNK values
+        after ``params``; the rows of every chunk."""
+        out: list[tuple] = []
+        values = list(values)
+        for k in range(0, len(values), IN_CHUNK):
+            part = values[k:k + IN_CHUNK]
+            out += self.execute(sql.replace("{in}", "IN (" + ", ".join("?" * len(part)) + ")"), [*params, *part])
+        return out
 
     def lock_for_migration(self) -> None:
         """Inside a transaction: keep other processes from migrating at the same time."""
@@ -283,8 +310,13 @@ class PostgresBackend(Backend):
         # PostgreSQL text cannot hold NUL; documents are JSON (NUL escaped), so only index columns see this.
         return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) else p for p in params)
 
+    #: the pipeline of a batch_transaction under way (None: each statement waits for its answer)
+    _pipe = None
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         cur = self.conn.execute(self._sql(sql), self._params(params) if params else None)
+        if self._pipe is not None:
+            self._pipe.sync()       # the answer is read: wait for it (and for what was sent before)
         return cur.fetchall() if cur.description is not None else []
 
     def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
@@ -294,12 +326,41 @@ class PostgresBackend(Backend):
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         cur = self.conn.execute(self._sql(sql) + " RETURNING id", self._params(params))
+        if self._pipe is not None:
+            self._pipe.sync()
         return int(cur.fetchone()[0])
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self.conn.transaction():
             yield
+
+    @contextmanager
+    def batch_transaction(self) -> Iterator[None]:
+        # pipeline mode (psycopg >= 3.1, libpq >= 14): BEGIN, the statements whose answers are not
+        # read (send, executemany) and COMMIT go out without a round trip each; a read waits.
+        if not self.psycopg.Pipeline.is_supported():
+            with self.conn.transaction():
+                yield
+            return
+        with self.conn.pipeline() as pipe, self.conn.transaction():
+            self._pipe = pipe
+            try:
+                yield
+            finally:
+                self._pipe = None
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.conn.execute(self._sql(sql), self._params(params) if params else None)
+
+    def key(self, text: str) -> str:
+        return text.replace("\x00", "\ufffd") if isinstance(text, str) else text
+
+    def rows_in(self, sql: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[tuple]:
+        values = list(values)
+        if not values:
+            return []
+        return self.execute(sql.replace("{in}", "= ANY(?)"), [*params, [self.key(v) for v in values]])
 
     def lock_for_migration(self) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))

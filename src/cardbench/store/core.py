@@ -19,7 +19,8 @@ from cardbench.errors import StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
-from cardbench.store.backends import Backend, PostgresBackend, SQLiteBackend, first_line, redact_url
+from cardbench.store.backends import (IN_CHUNK, Backend, PostgresBackend, SQLiteBackend, first_line,
+                                      redact_url)
 from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
 
 VERIFY_SCHEMA = "cardbench.verify/1"
@@ -234,38 +235,12 @@ class Store:
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        ident = card.identity()
-        self._db.execute(
-            "INSERT INTO cards (identity, name, brand, capacity_bytes, label, serial, model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
-            "name = COALESCE(excluded.name, cards.name), brand = COALESCE(excluded.brand, cards.brand), "
-            "capacity_bytes = COALESCE(excluded.capacity_bytes, cards.capacity_bytes), "
-            "label = COALESCE(excluded.label, cards.label), model = COALESCE(excluded.model, cards.model)",
-            (ident, card.name, card.brand, card.capacity_bytes, card.label, card.serial, card.model))
-        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (ident,))[0][0])
+        self._db.execute(self._CARD_UPSERT, self._card_row(card))
+        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
 
     def _upsert_reader(self, reader: Reader) -> int:
-        ident = reader.identity()
-        self._db.execute(
-            "INSERT INTO readers (identity, name, vendor_id, product_id, serial, link_speed_mbit, driver, transport) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
-            "name = COALESCE(excluded.name, readers.name), "
-            "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
-            "driver = COALESCE(excluded.driver, readers.driver), "
-            "transport = COALESCE(excluded.transport, readers.transport)",
-            (ident, reader.name, reader.vendor_id, reader.product_id, reader.serial, reader.link_speed_mbit,
-             reader.driver, reader.transport))
-        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (ident,))[0][0])
-
-    def _upsert_host(self, host: dict) -> int:
-        hostname = str(host.get("hostname") or "")
-        machine = str(host.get("machine") or "")
-        ident = f"{hostname or 'unknown'}|{machine}"
-        self._db.execute(
-            "INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (identity) DO UPDATE SET info = excluded.info",
-            (ident, hostname or None, machine or None, _dumps(host)))
-        return int(self._db.execute("SELECT id FROM hosts WHERE identity = ?", (ident,))[0][0])
+        self._db.execute(self._READER_UPSERT, self._reader_row(reader))
+        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
 
     def _delete_run(self, run_pk: int) -> None:
         for table in ("samples", "claims", "tests"):
@@ -273,48 +248,112 @@ class Store:
         self._db.execute("DELETE FROM runs WHERE id = ?", (run_pk,))
 
     def _save_tx(self, result: Result, doc: dict, text: str) -> None:
-        with self._db.transaction():
-            self._save_rows(result, doc, text)
+        with self._db.batch_transaction():
+            self._save_results([(result, doc, text)])
 
-    def _save_rows(self, result: Result, doc: dict, text: str) -> None:
+    # One statement per table for a whole batch of results (a save, an upload, an import): the
+    # rows are those the record-by-record path wrote, in the same order (tests/store/test_store_bulk.py).
+    _CARD_UPSERT = (
+        "INSERT INTO cards (identity, name, brand, capacity_bytes, label, serial, model) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
+        "name = COALESCE(excluded.name, cards.name), brand = COALESCE(excluded.brand, cards.brand), "
+        "capacity_bytes = COALESCE(excluded.capacity_bytes, cards.capacity_bytes), "
+        "label = COALESCE(excluded.label, cards.label), model = COALESCE(excluded.model, cards.model)")
+    _READER_UPSERT = (
+        "INSERT INTO readers (identity, name, vendor_id, product_id, serial, link_speed_mbit, driver, transport) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET "
+        "name = COALESCE(excluded.name, readers.name), "
+        "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
+        "driver = COALESCE(excluded.driver, readers.driver), "
+        "transport = COALESCE(excluded.transport, readers.transport)")
+    _HOST_UPSERT = ("INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (identity) DO UPDATE SET info = excluded.info")
+
+    @staticmethod
+    def _card_row(card: Card) -> tuple:
+        return (card.identity(), card.name, card.brand, card.capacity_bytes, card.label, card.serial, card.model)
+
+    @staticmethod
+    def _reader_row(reader: Reader) -> tuple:
+        return (reader.identity(), reader.name, reader.vendor_id, reader.product_id, reader.serial,
+                reader.link_speed_mbit, reader.driver, reader.transport)
+
+    @staticmethod
+    def _host_row(host: dict) -> tuple:
+        hostname = str(host.get("hostname") or "")
+        machine = str(host.get("machine") or "")
+        return (f"{hostname or 'unknown'}|{machine}", hostname or None, machine or None, _dumps(host))
+
+    def _save_results(self, entries: list[tuple[Result, dict, str]]) -> None:
+        """Store (replacing by id) results inside the caller's transaction, as saving them one
+        after the other would: cards, readers and hosts are upserted in the results' order; a
+        result given twice is stored as its last copy. Nothing is read back: each row finds the
+        ids it points to by a subquery on a unique key (a card's identity, a run's result id, a
+        test's run and position), so on PostgreSQL the whole batch is sent pipelined and only
+        the commit is waited for."""
+        if not entries:
+            return
         b = self._db
-        old = b.execute("SELECT id FROM runs WHERE result_id = ?", (result.id,))
-        if old:
-            self._delete_run(int(old[0][0]))
-        card_id = self._upsert_card(result.card)
-        reader_id = self._upsert_reader(result.reader)
-        host_id = self._upsert_host(result.host or {})
-        n_samples = sum(len(t.runs) + len(t.warmup) for t in result.tests)
-        run_pk = b.insert(
+        ids = [r.id for r, _, _ in entries]
+        old = "SELECT id FROM runs WHERE result_id {in}"
+        for table in ("samples", "claims", "tests"):
+            self._in_chunks(f"DELETE FROM {table} WHERE run_id IN ({old})", ids)
+        self._in_chunks("DELETE FROM runs WHERE result_id {in}", ids)
+        b.executemany(self._CARD_UPSERT, [self._card_row(r.card) for r, _, _ in entries])
+        b.executemany(self._READER_UPSERT, [self._reader_row(r.reader) for r, _, _ in entries])
+        b.executemany(self._HOST_UPSERT, [self._host_row(r.host or {}) for r, _, _ in entries])
+        last = {r.id: k for k, (r, _, _) in enumerate(entries)}
+        kept = [e for k, e in enumerate(entries) if last[e[0].id] == k]
+        now = _now_iso()
+        b.executemany(
             "INSERT INTO runs (result_id, card_id, reader_id, host_id, started_at, started_epoch, finished_at, "
             "complete, source, error, tool_version, schema, n_tests, n_samples, document, saved_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (result.id, card_id, reader_id, host_id, result.started_at, q.epoch_of_iso(result.started_at),
-             result.finished_at, int(bool(result.complete)), result.source, result.error,
-             str((result.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(result.tests),
-             n_samples, text, _now_iso()))
-        for pos, (t, td) in enumerate(zip(result.tests, doc["tests"])):
-            ci = td.get("ci95_bytes_per_s") or (None, None)
-            test_pk = b.insert(
-                "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
-                "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
-                "x_rating, median_iops, limited_by, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_pk, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
-                 td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
-                 td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
-                 td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
-            rows = [(run_pk, test_pk, kind, i, int(r.bytes), float(r.seconds), r.ops, r.offset)
-                    for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, r in enumerate(runs)]
-            self._insert_samples(rows)
+            "VALUES (?, (SELECT id FROM cards WHERE identity = ?), (SELECT id FROM readers WHERE identity = ?), "
+            "(SELECT id FROM hosts WHERE identity = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.id, r.card.identity(), r.reader.identity(), self._host_row(r.host or {})[0],
+              r.started_at, q.epoch_of_iso(r.started_at), r.finished_at, int(bool(r.complete)), r.source, r.error,
+              str((r.tool or {}).get("version") or "") or None, RESULT_SCHEMA, len(r.tests),
+              sum(len(t.runs) + len(t.warmup) for t in r.tests), text, now) for r, _, text in kept])
+        run_of = "(SELECT id FROM runs WHERE result_id = ?)"
+        test_rows, samples, claims = [], [], []
+        for r, doc, _ in kept:
+            for pos, (t, td) in enumerate(zip(r.tests, doc["tests"])):
+                ci = td.get("ci95_bytes_per_s") or (None, None)
+                test_rows.append(
+                    (r.id, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
+                     td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
+                     td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
+                     td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
+                samples += [(kind, i, int(x.bytes), float(x.seconds), x.ops, x.offset, r.id, pos)
+                            for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, x in enumerate(runs)]
+            claims += [(r.id, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
+                        _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(r.claims)]
         b.executemany(
-            "INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES (?, ?, ?, ?, ?, ?)",
-            [(run_pk, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
-              _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(result.claims)])
+            "INSERT INTO tests (run_id, position, name, method, complete, n_runs, median_bytes_per_s, "
+            "mean_bytes_per_s, min_bytes_per_s, max_bytes_per_s, stdev_bytes_per_s, ci95_low, ci95_high, "
+            f"x_rating, median_iops, limited_by, warnings) VALUES ({run_of}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?)", test_rows)
+        self._insert_samples(samples)
+        b.executemany(
+            f"INSERT INTO claims (run_id, position, label, test, verdict, document) VALUES ({run_of}, ?, ?, ?, ?, ?)",
+            claims)
+
+    def _in_chunks(self, sql: str, values: list) -> None:
+        """A statement whose answer is not read, with ``{in}`` as in Backend.rows_in."""
+        b = self._db
+        if isinstance(b, PostgresBackend):
+            b.send(sql.replace("{in}", "= ANY(?)"), [[b.key(v) for v in values]])
+            return
+        for k in range(0, len(values), IN_CHUNK):
+            part = values[k:k + IN_CHUNK]
+            b.send(sql.replace("{in}", "IN (" + ", ".join("?" * len(part)) + ")"), part)
 
     def _insert_samples(self, rows: list[tuple]) -> None:
+        """rows: (kind, idx, bytes, seconds, ops, offset, result id, test position)."""
         self._db.executemany(
             "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            "SELECT t.run_id, t.id, ?, ?, ?, ?, ?, ? FROM tests t "
+            "WHERE t.run_id = (SELECT id FROM runs WHERE result_id = ?) AND t.position = ?", rows)
 
     def delete(self, run_id: str) -> None:
         """Remove one run (exact id) and its rows."""
@@ -550,7 +589,7 @@ class Store:
                     text = json.dumps(doc, ensure_ascii=False)
                 except (TypeError, ValueError) as e:
                     raise UsageError(f"result {it.id} cannot be stored as JSON: {first_line(e)}") from None
-                prepared.append((lambda d, t, r=it: self._save_rows(r, d, t), doc, text))
+                prepared.append((it, doc, text))
                 continue
             schema = it.get("schema") if isinstance(it, dict) else None
             if schema not in rows_of:
@@ -560,11 +599,18 @@ class Store:
             prepared.append((rows_of[schema], doc, text))
 
         def tx():
-            with self._db.transaction():
+            with self._db.batch_transaction():
                 if before is not None:
                     before(self._db, [(_kind_of_rows(rows, rows_of), str(doc["id"])) for rows, doc, _ in prepared])
+                results: list = []          # consecutive results, saved as one batch
                 for rows, doc, text in prepared:
+                    if isinstance(rows, Result):
+                        results.append((rows, doc, text))
+                        continue
+                    self._save_results(results)
+                    results = []
                     rows(doc, text)
+                self._save_results(results)
         self._run(f"saving {len(prepared)} records", tx, retry=True)
         return [str(doc["id"]) for _, doc, _ in prepared]
 
