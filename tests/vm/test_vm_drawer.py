@@ -150,3 +150,32 @@ def test_a_stick_pulled_in_the_middle(guest, session, step):
     assert len(stored) == 1 and stored[0]["complete"] is False and stored[0]["error"], stored
     assert stored[0]["target"]["kind"] == ("device" if step == "raw read" else "directory")
     assert not all(t["complete"] for t in stored[0]["tests"])
+
+
+def test_two_sticks_of_one_model_run_in_turn_name_no_reader_ceiling(guest):
+    """`run` on one stick, then on another of the same model and size (different serials), then
+    `readers`: two sticks are two cards with no reader in common, so no reader ceiling is named."""
+    db = "/tmp/home/pair.sqlite"
+    names = []
+    for serial in ("Q1", "Q2"):
+        before = set(guest.run("ls", "/sys/block").stdout.split())
+        guest.add_node(f"pair{serial}", guest.image_path(f"pair-{serial}", STICK), "tg8")
+        guest.plug(f"pair{serial}", "usb-storage", f"pair{serial}", bus="xhci.0", serial=serial)
+        assert guest.wait_for("test $(ls /sys/block | wc -l) -gt " + str(len(before)), 60).rc == 0
+        names.append((set(guest.run("ls", "/sys/block").stdout.split()) - before).pop())
+    try:
+        for dev in names:
+            r = guest.cardbench("run", f"/dev/{dev}", "--runs", "1", "--db", db, timeout=300)
+            assert r.rc == 0, r.stderr[-2000:]
+        r = guest.cardbench("readers", "--json", "--db", db, timeout=120)
+        assert r.rc == 0, r.stderr
+        readers = r.json()
+        print(f"run /dev/{names[0]}, run /dev/{names[1]}, readers: {json.dumps(readers)[:300]}")
+        assert not any(x.get("ceiling_bytes_per_s") for x in readers), readers
+        assert "same card" not in json.dumps(readers)
+        r = guest.cardbench("results", "--json", "--db", db, timeout=120)
+        ids = sorted(x["card"]["identity"] for x in r.json()["results"])
+        assert ids == [f"serial:Q1:{STICK}", f"serial:Q2:{STICK}"], ids
+    finally:
+        for serial in ("Q1", "Q2"):
+            guest.unplug(f"pair{serial}", f"pair{serial}")
