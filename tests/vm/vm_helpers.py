@@ -25,3 +25,23 @@ def boot(request, **kw) -> Guest:
     request.addfinalizer(guest.close)
     guest.start()
     return guest
+
+
+def pull_in_the_middle(guest: Guest, command: str, dev: str, pull, field: int = 3, past: int = 16384,
+                       timeout: float = 300.0):
+    """Start shell line ``command`` in the background in the guest, wait until the block device
+    ``dev`` (e.g. "sda") has moved ``past`` more sectors in /sys/block/<dev>/stat ``field`` (3:
+    read, 7: written) than before, call ``pull()`` and wait for the command's end. Returns
+    (rc, stdout, stderr, seconds until the pull, seconds in all)."""
+    import time
+    base = int(guest.run("cat", f"/sys/block/{dev}/stat").stdout.split()[field - 1])
+    t0 = time.monotonic()
+    job = guest.run("sh", "-c", f"exec {command} >/tmp/pull.out 2>/tmp/pull.err", background=True).stdout
+    r = guest.wait_for(f"test $(awk '{{print ${field}}}' /sys/block/{dev}/stat) -gt {base + past}", timeout)
+    began = time.monotonic() - t0
+    assert r.rc == 0, guest.run("cat", "/tmp/pull.err").stdout
+    pull()
+    done = guest.wait_job(job, timeout)
+    out = guest.run("sh", "-c", "cat /tmp/pull.out; echo '<<>>'; cat /tmp/pull.err").stdout
+    stdout, _, stderr = out.partition("<<>>\n")
+    return done.rc, stdout, stderr, began, done.seconds
