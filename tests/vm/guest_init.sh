@@ -3,6 +3,12 @@
 # tmpfs where programs write, the drivers of the emulated hardware, then the command agent.
 arg() { sed -n "s/.*cardbench\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 for d in /tmp /run /var/tmp /mnt /media /dev/shm; do mount -t tmpfs -o mode=1777 tmpfs "$d" 2>/dev/null; done
+# the checkout may lie under one of those (CI clones into /tmp): it comes over 9p of its own
+CO=$(arg checkout)
+if [ ! -e "$CO/tests/vm/guest_agent.py" ]; then
+  mkdir -p "$CO" && mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 checkout "$CO" \
+    || echo "guest: cannot mount the checkout $CO over 9p"
+fi
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mkdir -p /tmp/home
@@ -12,4 +18,4 @@ export PATH="$(dirname "$PY"):$PATH"
 export PYTHONPATH="$(arg checkout)/src" PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/pycache
 for m in $(arg modules | tr , ' '); do modprobe -q "$m" || echo "guest: modprobe $m failed"; done
 hostname cardbench-vm
-exec "$PY" "$(dirname "$0")/guest_agent.py"
+exec "$PY" "$CO/tests/vm/guest_agent.py"

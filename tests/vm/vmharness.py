@@ -337,6 +337,9 @@ class Guest:
                            f"cardbench.modules={','.join(GUEST_MODULES)}",
                 "-no-reboot", "-serial", f"file:{self.console}",
                 "-virtfs", "local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap",
+                # the checkout again, for a guest whose tmpfs hides it (a clone under /tmp, as CI's)
+                "-virtfs", f"local,path={CHECKOUT},mount_tag=checkout,security_model=passthrough,readonly=on,"
+                           "multidevs=remap",
                 "-device", "virtio-serial-pci",
                 "-chardev", f"socket,id=agent,path={agent_sock},server=on,wait=off",
                 "-device", "virtserialport,chardev=agent,name=cardbench.agent",
