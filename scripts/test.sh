@@ -7,9 +7,10 @@
 #   bash scripts/test.sh tests/vm   # extra arguments: one pytest run of what they name
 #
 # Three passes (README, "Tests"): the tests marked `timing` (a measured rate or time against a
-# set one) one at a time and alone, each tried up to 3 times; then every other host test on
-# $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 2; 0: one process), since most of them
-# wait on paced emulated cards; then the booted-kernel tier (tests/vm). The ten slowest tests of
+# set one) apart from the rest, on $CARDBENCH_TIMING_WORKERS workers (default 2: two paced
+# emulated cards at a time, one test file per worker), each tried up to 3 times; then every
+# other host test on $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 2; 0: one process),
+# since most of them wait on paced emulated cards; then the booted-kernel tier (tests/vm). The ten slowest tests of
 # each pass are listed (--durations=10, pyproject's addopts), then how long each pass and the
 # whole run took. The exit code is the first failing pass's pytest code (5, "no tests ran",
 # fails too). CARDBENCH_SKIP_SETUP=1 skips scripts/setup.sh (the packages and
@@ -27,11 +28,14 @@ for a in "$@"; do
   fi
 done
 workers="${CARDBENCH_TEST_WORKERS:-2}"
+timing_workers="${CARDBENCH_TIMING_WORKERS:-2}"
 
 [ "${CARDBENCH_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh
 
 parallel=(-p no:xdist)
 [ "$workers" != 0 ] && parallel=(-n "$workers" --dist loadgroup)
+timing_parallel=(-p no:xdist)
+[ "$timing_workers" != 0 ] && [ "$timing_workers" != 1 ] && timing_parallel=(-n "$timing_workers" --dist loadgroup)
 # a short temp root: an xdist worker's tmp_path is one level deeper (popen-gw0/), and an emulated
 # card's control socket under it must stay within AF_UNIX's 108 bytes (every drawer test failed)
 basetemp=$(mktemp -d /tmp/cbt-XXXXXX)
@@ -55,10 +59,11 @@ if [ ${#args[@]} -gt 0 ]; then
   # what the caller named, in one pytest run
   pass "tests" --basetemp="$basetemp/t" "${parallel[@]}" ${slow:+-m "not slow"} "${args[@]}"
 else
-  # 1. the timing tests (a measured rate or time against a set one): one at a time, alone on the
-  #    machine, each tried up to 3 times (pytest-rerunfailures: a figure a busy machine disturbed
-  #    is measured again, every retry shown as R; a wrong figure three times fails)
-  pass "timing tests" --basetemp="$basetemp/timing" -p no:xdist --reruns 2 --reruns-delay 1 \
+  # 1. the timing tests (a measured rate or time against a set one), apart from the CPU-heavy
+  #    rest: two at a time (each mostly waits on its paced card), each tried up to 3 times
+  #    (pytest-rerunfailures: a figure a busy machine disturbed is measured again, every retry
+  #    shown as R; a wrong figure three times fails)
+  pass "timing tests" --basetemp="$basetemp/timing" "${timing_parallel[@]}" --reruns 2 --reruns-delay 1 \
     -m "timing$slow" --ignore=tests/vm
   # 2. everything else on the host, on $workers workers (most of it waits on paced emulated cards)
   pass "other host tests" --basetemp="$basetemp/host" "${parallel[@]}" -m "not timing$slow" --ignore=tests/vm
@@ -68,5 +73,5 @@ fi
 took=$(( $(date +%s) - start ))
 # kept after a failure (what the failing tests left, to look at); nothing is mounted in it by then
 [ "$rc" = 0 ] && rm -rf --one-file-system "$basetemp"
-echo "tests took $((took / 60)) min $((took % 60)) s (${workers} xdist workers$([ "$quick" = 1 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
+echo "tests took $((took / 60)) min $((took % 60)) s (${timing_workers} workers for timing tests, ${workers} for the rest$([ "$quick" = 1 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
 exit "$rc"

@@ -22,16 +22,13 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """For pytest-xdist's --dist loadgroup (scripts/test.sh): the tests marked ``timing`` are one
-    group, collected first, so one worker runs them one at a time from the start while the others
-    share the rest; every other test is grouped by its file, so a module's fixtures (an emulated
-    card, a PostgreSQL server, a mounted filesystem) are set up on one worker only. Without xdist
-    the order is the same: timing tests first."""
+    """For pytest-xdist's --dist loadgroup (scripts/test.sh): every test is grouped by its file,
+    so a module's fixtures (an emulated card, a PostgreSQL server, a mounted filesystem) are set
+    up on one worker only. The tests marked ``timing`` come first (scripts/test.sh runs them in a
+    pass of their own, apart from the CPU-heavy rest)."""
     timing = [item for item in items if item.get_closest_marker("timing")]
     rest = [item for item in items if not item.get_closest_marker("timing")]
-    for item in timing:
-        item.add_marker(pytest.mark.xdist_group("timing"))
-    for item in rest:
+    for item in timing + rest:
         item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items[:] = timing + rest
 

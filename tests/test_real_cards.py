@@ -85,9 +85,10 @@ with EmulatedCard(CardSpec(size=16 * MiB, write_rate=8 * MB, read_rate=8 * MB)) 
 
 # -- Done when: the survey's first card --------------------------------------------------------
 
-#: the Done-when card at its true rates takes 4 x 53 s; CI runs it 5 times faster (same card,
-#: same file, same runs): CARDBENCH_TRUE_RATES=1 runs the survey's own rates
-SURVEY_FACTOR = 1.0 if os.environ.get("CARDBENCH_TRUE_RATES") == "1" else 5.0
+#: the Done-when card at its true rates takes 4 x 53 s; CI runs it 10 times faster (same card,
+#: same file, same runs; 10.1 MB/s writes and 36 MB/s reads are within the emulator's 3%, see
+#: test_accuracy_emulated): CARDBENCH_TRUE_RATES=1 runs the survey's own rates
+SURVEY_FACTOR = 1.0 if os.environ.get("CARDBENCH_TRUE_RATES") == "1" else 10.0
 
 
 @pytest.mark.slow

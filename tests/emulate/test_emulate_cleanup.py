@@ -86,8 +86,23 @@ def test_hung_server_is_aborted_and_cleaned_up():
             with open(os.path.join(mnt, "f"), "wb") as f:
                 f.write(b"x" * 100_000)
             os.kill(card.reader.pid, signal.SIGSTOP)
+            # kill() only queues the stop: on a busy machine one of the server's threads still
+            # answered the liveness ping after it, the server counted as alive, and the umount
+            # waited on the stopped server for good (seen: the whole suite hung). Hung means stopped.
+            wait_stopped(card.reader.pid)
     assert_gone(*info)
     assert time.monotonic() - t < 30
+
+
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            state = next(line for line in f if line.startswith("State:"))
+        if "\tT" in state:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop: {state.strip()}")
 
 
 SCRIPT = textwrap.dedent("""

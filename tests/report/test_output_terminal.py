@@ -40,11 +40,17 @@ class Tmux:
     def run(self, argv: list[str], width: int, timeout: float = 120) -> tuple[int, str]:
         """Run ``cardbench ARGV`` in a window ``width`` columns wide; (exit code, screen with
         wrapped lines joined, so a wrapped line shows as a long one)."""
+        return self._window(f"-m cardbench {' '.join(shlex.quote(a) for a in argv)}", width, timeout)
+
+    def run_python(self, code: str, width: int, timeout: float = 120) -> tuple[int, str]:
+        """Run Python ``code`` (``python -c``) in a window ``width`` columns wide, as :meth:`run`."""
+        return self._window(f"-c {shlex.quote(code)}", width, timeout)
+
+    def _window(self, python_args: str, width: int, timeout: float) -> tuple[int, str]:
         name = uuid.uuid4().hex[:8]
         rc_file = f"/tmp/cbtest-{name}.rc"
-        cmd = (f"export PYTHONPATH={shlex.quote(SRC)}; {shlex.quote(sys.executable)} -m cardbench "
-               f"{' '.join(shlex.quote(a) for a in argv)}; echo $? > {rc_file}; tmux -L {self.socket} wait-for -S {name}; "
-               "sleep 600")
+        cmd = (f"export PYTHONPATH={shlex.quote(SRC)}; {shlex.quote(sys.executable)} {python_args}; "
+               f"echo $? > {rc_file}; tmux -L {self.socket} wait-for -S {name}; sleep 600")
         p = self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", "300", cmd)
         assert p.returncode == 0, p.stderr
         try:
@@ -133,15 +139,34 @@ def test_other_commands_fit_80_columns(term, card_fs, argv):
     assert not INTERNAL.search(screen), screen
 
 
+#: every command's --help in one process, in one 80-column window: main() as `cardbench NAME
+#: --help` runs it, each screen ended by a marker line with its exit code
+HELP_ALL = """
+import sys
+from cardbench.cli import cli, main
+for name in sorted(cli.commands):
+    try:
+        main([name, "--help"])
+        rc = 0
+    except SystemExit as e:
+        rc = e.code or 0
+    print(f"@@@ {name} {rc}", flush=True)
+"""
+
+
 @pytest.mark.slow
 def test_help_fits_and_ends_with_examples(term):
     from cardbench.cli import cli
-    for name in sorted(cli.commands):
-        rc, screen = term.run([name, "--help"], 80)
-        assert rc == 0, screen
-        _fits(screen, 80)
-        tail = screen.splitlines()[-3:]
-        assert any(line.strip().startswith("cardbench ") for line in tail), (name, screen)
+    rc, screen = term.run_python(HELP_ALL, 80)
+    assert rc == 0, screen
+    screens = re.split(r"^@@@ (\S+) (\d+)$", screen, flags=re.M)
+    helps = dict(zip(screens[1::3], zip(screens[2::3], screens[0::3])))
+    assert sorted(helps) == sorted(cli.commands), screen[-2000:]
+    for name, (code, text) in helps.items():
+        assert code == "0", (name, text)
+        _fits(text, 80)
+        tail = text.strip("\n").splitlines()[-3:]
+        assert any(line.strip().startswith("cardbench ") for line in tail), (name, text)
 
 
 def test_piped_output_keeps_the_full_width(card_fs):

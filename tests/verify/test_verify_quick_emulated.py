@@ -51,7 +51,7 @@ def test_counterfeit_destructive(size, real, mode, cache, journal):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size,cache", [(256 * MiB, 0), (1024 * MiB, 64 * MiB)])
+@pytest.mark.parametrize("size,cache", [(256 * MiB, 0), (512 * MiB, 64 * MiB)])
 def test_genuine_is_genuine_and_untouched(size, cache, journal):
     kw = dict(cache_bytes=cache, cache_rate=1600e6) if cache else {}
     with card(size, **kw) as c:

@@ -133,6 +133,10 @@ def fuse_mount(mountpoint: str | os.PathLike) -> MountEntry | None:
     return None
 
 
+#: where the kernel's FUSE control filesystem shows each connection (Documentation/filesystems/fuse.rst)
+FUSECTL = "/sys/fs/fuse/connections"
+
+
 def abort_fuse(mountpoint: str | os.PathLike) -> bool:
     """Abort the FUSE connection of a mount: every pending and future request fails (ENOTCONN).
 
@@ -141,8 +145,12 @@ def abort_fuse(mountpoint: str | os.PathLike) -> bool:
     m = fuse_mount(mountpoint)
     if m is None:
         return False
+    if not os.path.ismount(FUSECTL):
+        # fusectl is mounted by systemd, not by the kernel: without it (a container, a minimal
+        # VM: seen on the CI machines) there is no connection to abort
+        run(["mount", "-t", "fusectl", "fusectl", FUSECTL], check=False)
     try:
-        Path(f"/sys/fs/fuse/connections/{m.kernel_dev}/abort").write_text("1")
+        Path(f"{FUSECTL}/{m.kernel_dev}/abort").write_text("1")
         return True
     except OSError:
         return False
