@@ -9,8 +9,10 @@
 # Three passes (README, "Tests"): the tests marked `timing` (a measured rate or time against a
 # set one) apart from the rest, on $CARDBENCH_TIMING_WORKERS workers (default 2: two paced
 # emulated cards at a time, one test file per worker), each tried up to 3 times; then every
-# other host test on $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 2; 0: one process),
-# since most of them wait on paced emulated cards; then the booted-kernel tier (tests/vm). The ten slowest tests of
+# other host test on $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 3 on any number of
+# cores: they spend about half their time waiting on paced cards, servers and children; 0: one
+# process); then the booted-kernel tier (tests/vm) on $CARDBENCH_VM_WORKERS (default 2: a TCG
+# guest keeps a core busy). The ten slowest tests of
 # each pass are listed (--durations=10, pyproject's addopts), then how long each pass and the
 # whole run took. The exit code is the first failing pass's pytest code (5, "no tests ran",
 # fails too). CARDBENCH_SKIP_SETUP=1 skips scripts/setup.sh (the packages and
@@ -27,8 +29,9 @@ for a in "$@"; do
     args+=("$a")
   fi
 done
-workers="${CARDBENCH_TEST_WORKERS:-2}"
+workers="${CARDBENCH_TEST_WORKERS:-3}"
 timing_workers="${CARDBENCH_TIMING_WORKERS:-2}"
+vm_workers="${CARDBENCH_VM_WORKERS:-2}"
 
 [ "${CARDBENCH_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh
 
@@ -36,6 +39,8 @@ parallel=(-p no:xdist)
 [ "$workers" != 0 ] && parallel=(-n "$workers" --dist loadgroup)
 timing_parallel=(-p no:xdist)
 [ "$timing_workers" != 0 ] && [ "$timing_workers" != 1 ] && timing_parallel=(-n "$timing_workers" --dist loadgroup)
+vm_parallel=(-p no:xdist)
+[ "$vm_workers" != 0 ] && [ "$vm_workers" != 1 ] && vm_parallel=(-n "$vm_workers" --dist loadgroup)
 # a short temp root: an xdist worker's tmp_path is one level deeper (popen-gw0/), and an emulated
 # card's control socket under it must stay within AF_UNIX's 108 bytes (every drawer test failed)
 basetemp=$(mktemp -d /tmp/cbt-XXXXXX)
@@ -68,10 +73,10 @@ else
   # 2. everything else on the host, on $workers workers (most of it waits on paced emulated cards)
   pass "other host tests" --basetemp="$basetemp/host" "${parallel[@]}" -m "not timing$slow" --ignore=tests/vm
   # 3. the booted-kernel tier, one guest per test module (a TCG guest keeps a core busy)
-  [ "$quick" = 1 ] || pass "VM tier (tests/vm)" --basetemp="$basetemp/vm" "${parallel[@]}" tests/vm
+  [ "$quick" = 1 ] || pass "VM tier (tests/vm)" --basetemp="$basetemp/vm" "${vm_parallel[@]}" tests/vm
 fi
 took=$(( $(date +%s) - start ))
 # kept after a failure (what the failing tests left, to look at); nothing is mounted in it by then
 [ "$rc" = 0 ] && rm -rf --one-file-system "$basetemp"
-echo "tests took $((took / 60)) min $((took % 60)) s (${timing_workers} workers for timing tests, ${workers} for the rest$([ "$quick" = 1 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
+echo "tests took $((took / 60)) min $((took % 60)) s (workers: ${timing_workers} for timing tests, ${workers} for the rest, ${vm_workers} for the VM tier$([ "$quick" = 1 ] && echo ', --quick: tests marked slow and the VM tier not run')), exit $rc"
 exit "$rc"
