@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.geteuid() == 0
 
@@ -288,3 +290,20 @@ def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subpro
             proc.kill()
             proc.wait()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def stop_process(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and return once it is stopped. kill() only queues the stop: on a busy
+    machine one of an emulator server's threads still answered after it (seen: a liveness ping
+    answered, so a teardown waited on the stopped server for good and the suite hung; a probe
+    meant to stall opened the card at once)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            state = next(line for line in f if line.startswith("State:"))
+        if "\tT" in state:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop: {state.strip()}")

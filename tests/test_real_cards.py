@@ -134,7 +134,7 @@ def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     with emulators_under(tmp_path), \
             EmulatedCard(CardSpec(size=64 * MiB, write_rate=rate, read_rate=rate, name="sdxc")) as card, \
             exfat_fuse(card) as mnt:
-        r = run_directory(mnt, RunOptions(size=16 * MB, runs=2))
+        r = run_directory(mnt, RunOptions(size=16 * MB, runs=2, warmup=0))
         left = leftovers(mnt)
     read = r.test("cold_read")
     assert read.median_bytes_per_s == pytest.approx(rate, rel=0.05), read.median_bytes_per_s / MB
@@ -222,7 +222,7 @@ def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=64 * MiB, write_rate=6 * MB, read_rate=24 * MB, name="auto")
     with emulators_under(tmp_path), EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
-        r = run_directory(mnt, RunOptions(runs=1))
+        r = run_directory(mnt, RunOptions(runs=1, warmup=0))
         assert leftovers(mnt) == []
         for t in r.tests:
             assert all(run.seconds >= 0.5 for run in t.runs + t.warmup), t.name
@@ -232,7 +232,7 @@ def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
         with card.unpaced():
             _fill(mnt, 10 << 20)
         free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
-        r = run_directory(mnt, RunOptions(runs=1))
+        r = run_directory(mnt, RunOptions(runs=1, warmup=0))
         assert leftovers(mnt) == []
     size = r.test("seq_write").method["file_bytes"]
     assert size <= largest_fit(free) and size >= largest_fit(free) - MiB

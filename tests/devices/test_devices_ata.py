@@ -16,7 +16,7 @@ import time
 import pytest
 from ata_blocks import BIG_CARD, OLD_PIO_CARD, UDMA_CARD, ata_string, build_identify
 from devices_helpers import HERE, needs_loop
-from realparts import can_emulate, emulators_under, call_cli
+from realparts import call_cli, can_emulate, emulators_under, stop_process
 
 from cardbench.devices import list_devices
 from cardbench.devices.ata import (IdentifyError, decode_identify, hdparm_text, identify_cdb, read_identify)
@@ -254,7 +254,7 @@ def test_a_stalled_device_is_abandoned_after_the_timeout_and_the_rest_goes_on(tm
     from cardbench.emulate.spec import CardSpec
     with emulators_under(tmp_path), EmulatedCard(CardSpec(size=16 << 20, write_rate=50e6, read_rate=50e6)) as card:
         stalled = os.path.join(card.reader.mountpoint, card.name)
-        os.kill(card.reader.pid, signal.SIGSTOP)
+        stop_process(card.reader.pid)
         try:
             start = time.monotonic()
             probe = read_identify(stalled, timeout=0.5)

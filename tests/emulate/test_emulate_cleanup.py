@@ -12,6 +12,7 @@ import time
 
 import pytest
 from emulate_helpers import assert_gone, dio_read, leftovers, needs_emulator
+from realparts import stop_process
 
 from cardbench.emulate import CardSpec, EmulatedCard, EmulatedReader, system
 from cardbench.errors import CardbenchError, UsageError
@@ -85,24 +86,10 @@ def test_hung_server_is_aborted_and_cleaned_up():
         with card.filesystem("ext4") as mnt:
             with open(os.path.join(mnt, "f"), "wb") as f:
                 f.write(b"x" * 100_000)
-            os.kill(card.reader.pid, signal.SIGSTOP)
-            # kill() only queues the stop: on a busy machine one of the server's threads still
-            # answered the liveness ping after it, the server counted as alive, and the umount
-            # waited on the stopped server for good (seen: the whole suite hung). Hung means stopped.
-            wait_stopped(card.reader.pid)
+            stop_process(card.reader.pid)      # hung means stopped (see realparts.stop_process)
     assert_gone(*info)
     assert time.monotonic() - t < 30
 
-
-def wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/status") as f:
-            state = next(line for line in f if line.startswith("State:"))
-        if "\tT" in state:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} did not stop: {state.strip()}")
 
 
 SCRIPT = textwrap.dedent("""

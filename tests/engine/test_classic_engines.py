@@ -29,7 +29,7 @@ def test_classic_tests_agree_across_engines(tmp_path):
     rates: dict[str, tuple[float, float]] = {}
     with EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
         for engine in engine_names():
-            r = run_directory(mnt, RunOptions(size=8 * MiB, runs=2, engine=engine))
+            r = run_directory(mnt, RunOptions(size=8 * MiB, runs=2, warmup=0, engine=engine))
             w, rd = r.test("seq_write"), r.test("cold_read")
             assert w.method["engine"] == rd.method["engine"] == engine
             rates[engine] = (w.median_bytes_per_s, rd.median_bytes_per_s)

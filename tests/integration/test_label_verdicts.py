@@ -271,7 +271,7 @@ def test_label_thresholds(card_fs, sc):
         progress = NullProgress()
     every_attempt: list[list[str]] = []
     for attempt in range(1, ATTEMPTS + 1):
-        result = run_directory(mnt, RunOptions(size=sc.size, runs=sc.runs, card=Card(name=sc.id), label=sc.label,
+        result = run_directory(mnt, RunOptions(size=sc.size, runs=sc.runs, warmup=0, card=Card(name=sc.id), label=sc.label,
                                                area=16 * MiB, duration=sc.duration, progress=progress))
         assert result.complete and not result.error
         if sc.iops:
