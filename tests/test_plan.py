@@ -146,3 +146,23 @@ def test_the_automatic_size_from_probes():
                                  40 * MiB)
     assert size == 32 * MiB and "shorter than 0.5 s" in how["short"]
     assert next_probe([{"bytes": 32 * MiB, "write_seconds": 0.01, "read_seconds": 0.01}], 32 * MiB) is None
+
+
+def test_run_plan_says_each_file_and_writes_nothing(tmp_path):
+    """`run DIR --plan --json`: the plan on the directory as it is now (make_plan), nothing written;
+    on a block device it is refused in one line."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cardbench.cli import cli
+    r = CliRunner().invoke(cli, ["run", str(tmp_path), "--plan", "--json", "--size", "16MB", "--tests",
+                                 "rand_write_4k_q1t1", "--sustained"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    jobs = {j["name"]: j for j in doc["jobs"]}
+    assert jobs["seq_write"]["bytes"] == 16_000_000 and jobs["seq_write"]["writes"]
+    assert jobs["rand_write_4k_q1t1"]["bytes"] == doc["area"] and jobs["sustained_write"]["bytes"] > 0
+    assert doc["free_bytes"] > 0 and doc["largest_file"] is None and list(tmp_path.iterdir()) == []
+    r = CliRunner().invoke(cli, ["run", str(tmp_path), "--plan"])
+    assert r.exit_code == 0 and "seq_write (sync), up to" in r.output, r.output

@@ -270,6 +270,15 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     why_app: str | None = None
 
+    def to_dict(self) -> dict:
+        """The plan as `run --plan --json` prints it: each job with the bytes of the one file it
+        writes (``writes``), the classic size (None: automatic, at most ``auto_cap``), the area,
+        the sizing notes and warnings."""
+        return {"jobs": [{"name": j.name, "engine": j.engine, "bytes": j.bytes, "auto": j.auto, "writes": j.writes,
+                          "why": j.why} for j in self.jobs],
+                "size": self.size, "auto_cap": self.auto_cap, "area": self.area, "notes": dict(self.notes),
+                "warnings": list(self.warnings), "why_app": self.why_app}
+
     def job(self, name: str) -> PlanJob | None:
         return next((j for j in self.jobs if j.name == name), None)
 

@@ -207,7 +207,9 @@ class Reader:
     transport: str | None = None
     #: what holds the card: "reader" (a USB device that outlives its media), "stick" (the USB
     #: device is the card: its medium comes and goes with it), "unsure" (cannot tell: said in
-    #: ``kind_evidence``), "native" (an SD slot of the host), None (not known: a user's name)
+    #: ``kind_evidence``), "native" (an SD slot of the host), "hub" (the USB hub or host
+    #: controller cards in USB devices of their own share: a probe's, devices.identity.shared_path),
+    #: None (not known: a user's name)
     kind: str | None = None
     #: why ``kind`` was chosen, in words
     kind_evidence: list[str] | None = None

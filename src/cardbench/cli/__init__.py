@@ -36,7 +36,9 @@ def cli() -> None:
     "cardbench run /dev/sdb --json > sdb.json   # whole device, read-only"))
 @click.argument("target", default=".", required=False)
 @click.option("--size", callback=params.size, help="Bytes per test file, e.g. 16MB or 64MiB (default: adapt so a run lasts ~3 s).")
-@click.option("--runs", type=int, default=3, show_default=True, help="Timed runs per test (after one warm-up run).")
+@click.option("--runs", type=int, default=3, show_default=True, help="Timed runs per test (after the warm-up runs).")
+@click.option("--warmup", type=click.IntRange(0, 100), default=1, show_default=True,
+              help="Untimed warm-up runs before them (0: none; a run on a slow card then takes half the time).")
 @click.option("--name", help="The card's name, e.g. 'Ultra II'.")
 @click.option("--brand", help="The card's brand, e.g. SanDisk.")
 @click.option("--capacity", callback=params.size, help="The capacity printed on the card, e.g. 256MB.")
@@ -62,8 +64,12 @@ def cli() -> None:
               help="Engine for every test (default: sync for seq_write/cold_read, queued for the extra tests).")
 @click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per run of an extra test.")
 @click.option("--sustained", is_flag=True, help="Directory: also sustained_write over the free space (finds the write cache).")
-def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
-            positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained):
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Directory: only say what the run would do (each test and the bytes of the file it writes, "
+                   "capped by the free space and the filesystem's largest file) and write nothing.")
+def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
+            positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained,
+            plan_only):
     """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
     whole block device.
 
@@ -79,11 +85,18 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, 
     progress = out.progress()
     if label:
         _validate_label(label)
-    if not no_save:
+    if not no_save and not plan_only:
         check_store(db)
     from cardbench.target import open_target
     target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     is_device = target.kind == "device"
+    if plan_only:
+        if is_device:
+            raise UsageError("--plan is for a directory on the mounted card")
+        _show_plan(out, target, RunOptions(size=size, runs=runs, warmup=warmup, label=label, engine=engine,
+                                           duration=duration, sustained=sustained,
+                                           extra_tests=_extra_tests(profile, test_names)))
+        return
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
@@ -91,14 +104,15 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, 
         if is_device:
             if destructive and confirm_value is None:
                 confirm_value = _prompt_identity(target)
-            result = run_device(target, DeviceOptions(runs=runs, positions=positions, destructive=destructive,
+            result = run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
+                                                      destructive=destructive,
                                                       preserve=preserve, confirm=confirm_value, card=card,
                                                       reader=reader, label=label, progress=progress))
         else:
-            from cardbench.runner import PROFILES
-            extra = list(PROFILES[profile]) + [t.strip() for t in (test_names or "").split(",") if t.strip()]
-            result = run_directory(target, RunOptions(size=size, runs=runs, card=card, reader=reader, label=label,
-                                                      progress=progress, extra_tests=extra, engine=engine,
+            result = run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
+                                                      label=label,
+                                                      progress=progress, extra_tests=_extra_tests(profile, test_names),
+                                                      engine=engine,
                                                       duration=duration, sustained=sustained))
     except (CardbenchError, KeyboardInterrupt) as e:
         partial = e.result if isinstance(e, CardbenchError) else None
@@ -117,6 +131,35 @@ def run_cmd(target, size, runs, name, brand, capacity, label, reader_name, out, 
     said(rec, saved_line=not (out.json or out.quiet))
     if rec.stored and not verbose and out.fmt in ("table", "md"):
         out.note(f"every run and its statistics: cardbench results --id {result.id[:12]}")
+
+
+def _extra_tests(profile: str, test_names: str | None) -> list[str]:
+    from cardbench.runner import PROFILES
+    return list(PROFILES[profile]) + [t.strip() for t in (test_names or "").split(",") if t.strip()]
+
+
+def _show_plan(out, target, opts) -> None:
+    """`run --plan`: the plan (cardbench.plan.make_plan) on the target as it is now, nothing written."""
+    from cardbench.plan import file_limit, make_plan
+    from cardbench.units import fmt_size
+    opts.validate()
+    plan = make_plan(target, opts)
+    limit, limit_name = file_limit(target)
+    space = target.space()
+    doc = {"target": target.path, "filesystem": target.filesystem.describe() if target.filesystem else None,
+           "free_bytes": space.free, "largest_file": limit, **plan.to_dict()}
+    if out.json:
+        import json
+        out.echo(json.dumps(doc, indent=2))
+        return
+    lines = [f"{target.path}: {fmt_size(space.free)} free"
+             + (f"; {limit_name} holds files up to {fmt_size(limit)}" if limit else "")]
+    for j in plan.jobs:
+        size = "" if j.bytes is None else (f", up to {fmt_size(j.bytes)} (chosen by probes)" if j.auto
+                                           else f", {fmt_size(j.bytes)}")
+        lines.append(f"  {j.name} ({j.engine}){size}" + (" in one file" if j.writes and j.bytes else ""))
+    lines += [f"  warning: {w}" for w in plan.warnings]
+    out.echo("\n".join(lines))
 
 
 def _validate_label(label: str) -> None:

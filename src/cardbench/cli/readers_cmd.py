@@ -81,22 +81,12 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, rea
 
 
 def _probe_document(finding: dict, devices: list[str], reader_name: str | None) -> dict:
-    """The probe as a ``cardbench.probe/1`` document: the reader and each card as the devices
-    tell them (their identity, as `run` and the drawer name them), where they can be read."""
-    from cardbench.errors import CardbenchError
+    """The probe as a ``cardbench.probe/1`` document: what the devices share (one reader's slots,
+    or the USB hub the sticks are behind: cardbench.devices.identity.shared_path) and each card
+    as the devices tell them (their identity, as `run` and the drawer name them)."""
+    from cardbench.devices.identity import shared_path
     from cardbench.evidence import probe_document
-    from cardbench.result import Card, Reader
-    reader, cards = Reader(name=reader_name), {}
-    for path in dict.fromkeys(devices):
-        card, seen = Card(), Reader(name=reader_name)
-        try:
-            from cardbench.devices.identity import identify
-            identify(path, card, seen)
-        except (CardbenchError, OSError):
-            continue
-        cards[path] = card
-        if reader.identity() == Reader(name=reader_name).identity():
-            reader = seen
+    reader, cards = shared_path(devices, reader_name)
     finding["reader_identity"] = reader.identity()
     finding["reader"] = reader.name or reader.identity()
     return probe_document(finding, reader=reader, cards=cards)

@@ -205,3 +205,59 @@ def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[st
             target["sd_bus"] = {"mode": info.bus_timing, "clock_hz": info.bus_clock_hz,
                                 "bus_width": info.bus_width_bits}
     return dev
+
+
+
+def shared_path(paths: list[str], reader_name: str | None = None) -> tuple[Reader, dict[str, Card]]:
+    """What cards read at once (``readers --probe``) share, as the reader their probe is stored
+    under, and the card in each device (path -> Card, where it can be identified).
+
+    Slots of one USB reader (one USB device): that reader. USB devices of their own (sticks, or
+    cards in separate readers) behind one hub or host controller: that hub (``kind`` "hub"; a
+    controller is known by its PCI ids and address), so a ceiling the set shows is never put
+    on one stick or one reader of it. Devices off USB with one reader identity (an emulated
+    reader's slots): that reader, as before. Nothing in common seen: a reader that says so.
+    ``reader_name`` (``--reader``) names what is found; it changes no identity."""
+    from cardbench.devices.usb import shared_hub
+    from cardbench.errors import CardbenchError
+    cards: dict[str, Card] = {}
+    seen: list[Reader] = []
+    usb_dirs: list[str | None] = []
+    for path in dict.fromkeys(paths):
+        card, reader = Card(), Reader(name=reader_name)
+        try:
+            dev = identify(path, card, reader)
+        except (CardbenchError, OSError):
+            continue
+        cards[path] = card
+        seen.append(reader)
+        usb_dirs.append(dev.usb.sysfs_path if dev.usb is not None else None)
+    if not seen:
+        return Reader(name=reader_name), cards
+    if all(usb_dirs):
+        if len(set(usb_dirs)) == 1:
+            return seen[0], cards
+        hub = shared_hub([d for d in usb_dirs if d])
+        if hub is not None:
+            return _hub_reader(hub, len(usb_dirs), reader_name), cards
+    elif not any(usb_dirs) and len({r.identity() for r in seen}) == 1:
+        return seen[0], cards
+    return Reader(name=reader_name or "no reader or USB hub in common seen",
+                  kind_evidence=["the devices are not all in one reader or behind one USB host controller"]), cards
+
+
+def _hub_reader(hub, count: int, reader_name: str | None) -> Reader:
+    """The reader a probe of ``count`` USB devices behind ``hub`` (a devices.usb.UsbHub) is stored under."""
+    if hub.root:
+        what = f"USB host controller {hub.serial}" + (f" ({hub.product})" if hub.product else "")
+    else:
+        what = f"USB hub {' '.join(x for x in (hub.manufacturer, hub.product) if x) or '?'} (port {hub.port_path})"
+    try:
+        speed = float(hub.speed) if hub.speed else None
+    except ValueError:
+        speed = None
+    # a hub without a serial is told apart by where it is plugged
+    serial = hub.serial if hub.root or hub.serial else f"port {hub.port_path}"
+    return Reader(name=reader_name or what, vendor_id=hub.vendor_id, product_id=hub.product_id, serial=serial,
+                  link_speed_mbit=speed, transport="usb", kind="hub",
+                  kind_evidence=[f"{count} USB devices of their own, all behind {what}: the path they share"])

@@ -83,6 +83,7 @@ class UsbInfo:
 
 _INTERFACE_RE = re.compile(r"^\d+-[\d.]+:\d+\.\d+$")
 _HCTL_RE = re.compile(r"^(\d+):(\d+):(\d+):(\d+)$")
+_PORT_RE = re.compile(r"^\d+-[\d.]+$")
 
 
 def find_usb_device(device_dir: str, sysfs_root: str) -> tuple[str, str | None] | None:
@@ -102,6 +103,77 @@ def find_usb_device(device_dir: str, sysfs_root: str) -> tuple[str, str | None] 
             return cur, iface
         child, cur = cur, os.path.dirname(cur)
     return None
+
+
+@dataclass
+class UsbHub:
+    """The USB hub several block devices are all behind (the deepest one they share): a hub of
+    its own (``port_path`` "2-1"), or the host controller (``root``: its PCI ids, ``serial`` its
+    PCI address, ``port_path`` its root hubs: an xHCI controller has one per speed, "usb2+usb3")."""
+
+    vendor_id: str | None
+    product_id: str | None
+    manufacturer: str | None
+    product: str | None
+    serial: str | None
+    speed: str | None
+    port_path: str
+    root: bool
+    sysfs_path: str
+
+
+def _is_usb_device(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "idVendor"))
+
+
+def shared_hub(usb_dirs: list[str]) -> UsbHub | None:
+    """The deepest USB hub every USB device in ``usb_dirs`` (their resolved sysfs directories,
+    :attr:`UsbInfo.sysfs_path`) is behind; where that is a root hub, or the devices sit on
+    different root hubs of one controller, the host controller itself. None when fewer than two
+    devices are given (slots of one reader share the reader, not a hub) or they are on separate
+    controllers."""
+    dirs = [os.path.realpath(d) for d in usb_dirs]
+    if len(set(dirs)) < 2:
+        return None
+    common = os.path.commonpath(dirs)
+    cur = common
+    while cur and cur != os.path.dirname(cur):
+        name = os.path.basename(cur)
+        if _is_usb_device(cur) and _PORT_RE.match(name):
+            def attr(n: str) -> str | None:
+                return read_text(os.path.join(cur, n)) or None
+            return UsbHub(vendor_id=attr("idVendor"), product_id=attr("idProduct"), manufacturer=attr("manufacturer"),
+                          product=attr("product"), serial=attr("serial"), speed=attr("speed"), port_path=name,
+                          root=False, sysfs_path=cur)
+        if _is_usb_device(cur) and name.startswith("usb"):
+            return _controller(os.path.dirname(cur), dirs)
+        cur = os.path.dirname(cur)
+    # on different root hubs: the common directory is their controller if each is below one of its usbN
+    roots = {os.path.relpath(d, common).split(os.sep)[0] for d in dirs}
+    if all(r.startswith("usb") and _is_usb_device(os.path.join(common, r)) for r in roots):
+        return _controller(common, dirs)
+    return None
+
+
+def _controller(path: str, dirs: list[str]) -> UsbHub:
+    """The host controller at ``path`` (its PCI ids where it is a PCI device, else its first root hub's)."""
+    roots = sorted({os.path.relpath(d, path).split(os.sep)[0] for d in dirs},
+                   key=lambda r: int(r[3:]) if r[3:].isdigit() else 0)
+    first = os.path.join(path, roots[0])
+
+    def pci(n: str) -> str | None:
+        v = read_text(os.path.join(path, n))
+        return v[2:] if v and v.startswith("0x") else v or None
+    vendor, product = pci("vendor"), pci("device")
+    if not (vendor and product):
+        vendor = read_text(os.path.join(first, "idVendor")) or None
+        product = read_text(os.path.join(first, "idProduct")) or None
+    speeds = [read_text(os.path.join(path, r, "speed")) for r in roots]
+    speed = max((x for x in speeds if x), key=lambda x: float(x) if x.replace(".", "").isdigit() else 0, default=None)
+    return UsbHub(vendor_id=vendor, product_id=product, manufacturer=None,
+                  product=read_text(os.path.join(first, "product")) or None,
+                  serial=read_text(os.path.join(first, "serial")) or os.path.basename(path), speed=speed,
+                  port_path="+".join(roots), root=True, sysfs_path=path)
 
 
 def _version(text: str | None) -> str | None:
