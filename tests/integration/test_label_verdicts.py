@@ -305,9 +305,9 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
     for sc, fmt in zip(CLI, ("json", "table")):
         for attempt in range(1, ATTEMPTS + 1):
             card.set(latency=0.0, write_rate=sc.write * MB, read_rate=sc.read * MB)
-            p = call_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--label", sc.label,
-                        "--name", sc.id, "--reader", CLI_READER, "--db", db, "--format", fmt, "--verbose",
-                        timeout=120)
+            p = call_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--warmup", "0",
+                         "--label", sc.label, "--name", sc.id, "--reader", CLI_READER, "--db", db, "--format", fmt,
+                         "--verbose", timeout=120)
             assert p.returncode == 0, p.stderr
             if fmt == "json":
                 doc = json.loads(p.stdout)

@@ -75,7 +75,7 @@ def _run_cards(reader, cards, reader_name: str, db: str, ceiling: float | None) 
         expect = {"cold_read": min(read * MB, top), "seq_write": min(write * MB, top)}
         with card.filesystem("ext4") as mnt:
             for attempt in range(1, ATTEMPTS + 1):
-                p = call_cli("run", mnt, "--size", f"{mib}MiB", "--runs", "2", "--name", name, "--label", label,
+                p = call_cli("run", mnt, "--size", f"{mib}MiB", "--runs", "2", "--warmup", "0", "--name", name, "--label", label,
                             "--reader", reader_name, "--db", db, "--format", "json", timeout=180)
                 assert p.returncode == 0, p.stderr
                 doc = json.loads(p.stdout)
