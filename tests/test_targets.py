@@ -12,7 +12,9 @@ import tempfile
 import pytest
 from realparts import run_cli, sh
 
+from cardbench.engine.errors import io_error
 from cardbench.errors import TargetError, UsageError
+from cardbench.session import say_gone
 from cardbench.target import DeviceTarget, DirTarget, cannot_use, open_target, shown
 
 
@@ -60,9 +62,14 @@ def test_a_device_that_went_away_is_gone_by_the_one_rule(tmp_path):
         assert isinstance(t, DeviceTarget)
         assert not t.gone() and not t.gone(errno.EIO) and not t.gone(errno.ENOSPC, wait=0.2)
         assert t.gone(errno.ENODEV) and t.gone(errno.ENOMEDIUM)
+        fault = io_error(OSError(errno.EIO, "EIO"), f"{dev} at byte 4096", op="read", offset=4096)
+        say_gone(fault, t)                # a card still there: its EIO stays an I/O error
+        assert fault.message == f"{dev} at byte 4096: I/O error (the card failed or was removed)"
     finally:
         sh("losetup", "-d", dev)          # once only: a freed number may be a parallel test's at once
     assert t.gone(errno.EIO)
+    say_gone(fault, t)                    # what `run` says of a device that went away
+    assert fault.message == f"{dev} at byte 4096: the device is gone (removed?)"
     assert not open_target(str(tmp_path), write=True).gone(errno.EIO)
     assert open_target(str(img)).gone() is False
 

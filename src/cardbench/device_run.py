@@ -114,7 +114,7 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
         preserver = None
         if kept and isinstance(err, CardbenchError):
             err.message = f"{err.message.replace('; preserved regions restored', '')}; {kept}"
-        fail(result, err, e)
+        fail(result, err, e, target)
     finally:
         if preserver is not None:
             kept, signalled = _restore(preserver)
