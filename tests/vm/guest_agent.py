@@ -44,7 +44,15 @@ def serve(inp, out, stop_at_eof: bool = False) -> None:
     jobs: dict[str, tuple[subprocess.Popen, str, str, float]] = {}
 
     def send(obj, rid=None) -> None:
-        out.write(json.dumps(obj if rid is None else {**obj, "id": rid}).encode() + b"\n")
+        # one write() on the virtio port may take only part of a long reply (a `results --json`):
+        # the rest is written until all is out, or the host would wait for a line never ended
+        data = memoryview(json.dumps(obj if rid is None else {**obj, "id": rid}).encode() + b"\n")
+        while data:
+            n = out.write(data)
+            if n is None:            # the port is full: let the host read
+                time.sleep(0.01)
+                continue
+            data = data[n:]
 
     def finish(job: str, timeout: float) -> dict:
         proc, o, e, t0 = jobs.pop(job)
@@ -65,6 +73,9 @@ def serve(inp, out, stop_at_eof: bool = False) -> None:
     n = 0
     while True:
         chunk = inp.read(65536)
+        if chunk is None:            # a non-blocking stream with nothing to read yet
+            time.sleep(0.01)
+            continue
         if not chunk:
             if stop_at_eof:
                 return

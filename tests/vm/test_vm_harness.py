@@ -80,3 +80,31 @@ def test_a_late_reply_after_a_timeout_is_not_the_next_commands(tmp_path):
         server.join(10)
         host.close()
         agent.close()
+
+
+def test_a_long_reply_comes_whole_and_a_garbled_line_is_dropped():
+    """A reply longer than one write() takes on the port comes whole (the agent writes until all
+    is out); a line that is not JSON (a reply cut short) answers no request and is dropped."""
+    import socket
+    import threading
+
+    import guest_agent
+
+    host, agent = socket.socketpair()
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    agent.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    agent.setblocking(False)             # a write takes what fits, as the virtio port does
+    inp, out = agent.makefile("rb", buffering=0), agent.makefile("wb", buffering=0)
+    server = threading.Thread(target=guest_agent.serve, args=(inp, out, True), daemon=True)
+    g = vmharness.Guest(agent=host)
+    g._buf = b'{"rc": 0, "stdout": "cut sh\n'          # what a reply cut short left
+    try:
+        server.start()
+        r = g.run("python3", "-c", "print('x' * 3_000_000)", timeout=60)
+        assert r.rc == 0 and len(r.stdout) == 3_000_001
+        assert g.stale_replies == 2                     # the garbled line and the agent's hello
+    finally:
+        host.shutdown(socket.SHUT_WR)
+        server.join(10)
+        host.close()
+        agent.close()

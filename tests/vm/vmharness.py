@@ -482,7 +482,10 @@ class Guest:
                 continue
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:           # a reply cut short before: not any request's (its id is lost)
+            return {"id": None, "garbled": line[:200].decode(errors="replace")}
 
     def _ask(self, req: dict, timeout: float) -> dict:
         """Send ``req`` with a fresh id and return the reply carrying that id. A reply with
