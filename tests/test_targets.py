@@ -12,7 +12,9 @@ import tempfile
 import pytest
 from realparts import run_cli, sh
 
+from cardbench.engine.errors import io_error
 from cardbench.errors import TargetError, UsageError
+from cardbench.session import say_gone
 from cardbench.target import DeviceTarget, DirTarget, cannot_use, open_target, shown
 
 
@@ -43,6 +45,33 @@ def test_what_stops_a_target_is_worded_by_the_one_errno_table(err, words):
     e = cannot_use(OSError(err, os.strerror(err)), "/dev/sdz")
     assert isinstance(e, TargetError) and e.exit_code == 3
     assert e.message == f"/dev/sdz: {words}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a loop device")
+def test_a_device_that_went_away_is_gone_by_the_one_rule(tmp_path):
+    """Target.gone, the one rule for "the device went away" (issue 24), on a real loop device:
+    there, not gone (whatever EIO or ENOSPC its requests met); detached (size 0, as a pulled
+    stick's disk), gone; an errno of engine.errors.GONE is gone whatever sysfs says; a directory
+    on a filesystem without a device, or an image, is never gone by sysfs."""
+    img = tmp_path / "disk.img"
+    with open(img, "wb") as f:
+        f.truncate(8 << 20)
+    dev = sh("losetup", "-f", "--show", str(img)).stdout.strip()
+    try:
+        t = open_target(dev, kinds=("device",))
+        assert isinstance(t, DeviceTarget)
+        assert not t.gone() and not t.gone(errno.EIO) and not t.gone(errno.ENOSPC, wait=0.2)
+        assert t.gone(errno.ENODEV) and t.gone(errno.ENOMEDIUM)
+        fault = io_error(OSError(errno.EIO, "EIO"), f"{dev} at byte 4096", op="read", offset=4096)
+        say_gone(fault, t)                # a card still there: its EIO stays an I/O error
+        assert fault.message == f"{dev} at byte 4096: I/O error (the card failed or was removed)"
+    finally:
+        sh("losetup", "-d", dev)          # once only: a freed number may be a parallel test's at once
+    assert t.gone(errno.EIO)
+    say_gone(fault, t)                    # what `run` says of a device that went away
+    assert fault.message == f"{dev} at byte 4096: the device is gone (removed?)"
+    assert not open_target(str(tmp_path), write=True).gone(errno.EIO)
+    assert open_target(str(img)).gone() is False
 
 
 def test_a_path_is_shown_as_given_and_bytes_that_are_not_utf8_escaped():

@@ -110,14 +110,14 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
                                          "interrupted; preserved regions restored") \
             if isinstance(e, KeyboardInterrupt) else e
         # a failed write-back must not replace the error that stopped the run (nor lose its result)
-        kept, _ = _restore(preserver)
+        kept, _ = _restore(preserver, target)
         preserver = None
         if kept and isinstance(err, CardbenchError):
             err.message = f"{err.message.replace('; preserved regions restored', '')}; {kept}"
-        fail(result, err, e)
+        fail(result, err, e, target)
     finally:
         if preserver is not None:
-            kept, signalled = _restore(preserver)
+            kept, signalled = _restore(preserver, target)
             if kept or signalled:
                 result.complete = False
                 fault = DeviceFault(kept) if kept else Interrupted("interrupted; preserved regions restored")
@@ -127,11 +127,11 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
     return result
 
 
-def _restore(preserver) -> tuple[str | None, bool]:
+def _restore(preserver, target=None) -> tuple[str | None, bool]:
     """(None when the preserved regions are back, else the line saying what was kept; whether a
-    signal came meanwhile)."""
+    signal came meanwhile). Nothing is written to a ``target`` that went away (Target.gone)."""
     if preserver is None:
         return None, False
     from cardbench.devices.preserve import restore_held
-    done = restore_held(preserver)
+    done = restore_held(preserver, gone=target.gone if target is not None else None)
     return done.kept, bool(done.signals)

@@ -124,7 +124,7 @@ def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Re
         if left and isinstance(err, CardbenchError):
             err.message = (f"{err.message}; {left} test file(s) could not be removed: the next "
                            "`cardbench run` on this filesystem removes them")
-        fail(result, err, e)
+        fail(result, err, e, target)
     finally:
         _remove_all(files)
     result.finished_at = now_iso()

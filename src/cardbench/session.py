@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from cardbench.errors import CardbenchError
+from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.result import Result, now_iso
 
 
@@ -23,9 +23,13 @@ def mark_incomplete(result: Result, runs: int) -> None:
             t.complete = False
 
 
-def fail(result: Result, err: BaseException, cause: BaseException):
+def fail(result: Result, err: BaseException, cause: BaseException, target=None):
     """Attach the partial result to the error that ends the run (the CLI stores it as incomplete)
-    and raise it."""
+    and raise it. A fault of the card's bytes on a ``target`` that went away (the one rule,
+    :meth:`cardbench.target.Target.gone`) is worded as such: "the device is gone (removed?)",
+    not the EIO or short read its last request met."""
+    if target is not None and isinstance(err, DeviceFault):
+        say_gone(err, target)
     result.error = err.message if isinstance(err, CardbenchError) else f"{type(err).__name__}: {err}"
     result.finished_at = now_iso()
     if isinstance(err, CardbenchError):
@@ -33,6 +37,16 @@ def fail(result: Result, err: BaseException, cause: BaseException):
     if err is cause:
         raise cause
     raise err from None
+
+
+def say_gone(err: DeviceFault, target) -> None:
+    """Word ``err`` "the device is gone (removed?)" where ``target`` went away (Target.gone)."""
+    from cardbench.engine.errors import GONE_WORDS, describe
+    from cardbench.target import GONE_WAIT
+    code = getattr(err, "errno", None)
+    words = describe(code) if code is not None else "the device ended early"
+    if GONE_WORDS not in err.message and words in err.message and target.gone(code, wait=GONE_WAIT):
+        err.message = err.message.replace(words, GONE_WORDS, 1)
 
 
 def judge(result: Result) -> None:

@@ -52,6 +52,11 @@ FAT_TYPES = ("vfat", "msdos", "fat", "umsdos")
 #: filesystems served by a process in user space (their reads pass the device's page cache)
 FUSE_TYPES = ("fuse", "fuseblk")
 KINDS = ("directory", "device", "image")
+#: where the kernel lists block devices by number (Target.gone reads it)
+SYS_DEV_BLOCK = "/sys/dev/block"
+#: seconds a pulled disk may stay listed after its last requests failed (the kernel removes it
+#: from sysfs a moment later): how long Target.gone looks once a card stopped answering
+GONE_WAIT = 3.0
 #: what each kind is called in an error: what a path is, and what a command takes
 _IS_WORDS = {"directory": "a directory", "device": "a block device", "image": "a regular file"}
 _TAKES_WORDS = {"directory": "a directory on the mounted card", "device": "a block device", "image": "an image file"}
@@ -169,6 +174,35 @@ class Target:
         if (st.st_dev, st.st_ino) != (self._st.st_dev, self._st.st_ino):
             return "it is no longer on the filesystem that was opened (unmounted, or the card removed?)"
         return None
+
+    def gone(self, err: int | None = None, *, wait: float = 0.0) -> bool:
+        """Whether the card went away: the one rule for "the device is gone" after a failed
+        request. True when ``err`` (the errno met on the card's bytes) is one of
+        :data:`cardbench.engine.errors.GONE`, or the block device under the target is no longer
+        there: its ``/sys/dev/block/MAJ:MIN`` entry vanished or its size reads 0 (a pulled USB
+        stick, an SD card taken out, a LUN with no medium, a detached loop device). On the real
+        kernel a pulled device fails its last requests with EIO, a write past its now-zero size
+        with ENOSPC and a read with a short read, and the disk leaves sysfs a moment later:
+        ``wait`` is how many seconds to keep looking. An image file or a model has no device: False
+        unless ``err`` says so. The words: :data:`cardbench.engine.errors.GONE_WORDS`."""
+        from cardbench.engine.errors import GONE
+        if err in GONE:
+            return True
+        devno = getattr(self, "device_devno", None)
+        if not devno or self._st is None:
+            return False
+        import time
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with open(f"{SYS_DEV_BLOCK}/{devno}/size") as f:
+                    if int(f.read().strip() or 0) == 0:
+                        return True
+            except (OSError, ValueError):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     @property
     def st(self) -> os.stat_result | None:

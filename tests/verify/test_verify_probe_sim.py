@@ -85,9 +85,20 @@ def test_io_error_ranges_are_found_exactly():
 
 
 def test_removed_midway():
+    """The card went away (every request fails with ENODEV, one of engine.errors.GONE): the probe
+    is incomplete and draws no verdict from what it could not read or write."""
     _, _, r = probe(SimSpec(size=GiB, yank_after=200))
-    assert r.verdict == "damaged" and not r.complete
+    assert r.verdict is None and r.kind is None and not r.complete and r.bad_ranges == []
     assert r.removed_at is not None and "removed" in r.error and r.usable_bytes is None
+
+
+def test_a_card_gone_after_a_wraparound_was_seen_is_still_counterfeit():
+    """What was read back before the card went away still counts: a wraparound is a counterfeit."""
+    card, _, whole = probe(SimSpec(size=GiB, real_size=256 * MiB, fake_mode="wraparound"))
+    assert whole.verdict == "counterfeit"
+    _, _, r = probe(SimSpec(size=GiB, real_size=256 * MiB, fake_mode="wraparound", yank_after=card.ops - 5))
+    assert not r.complete and r.removed_at is not None
+    assert r.verdict == "counterfeit" and r.kind == "wraparound"
 
 
 def test_time_budget_still_gives_a_safe_verdict():

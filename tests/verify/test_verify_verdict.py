@@ -154,3 +154,17 @@ def test_losses_are_judged_in_the_cards_order_not_the_fills():
     assert judge_fill(written=8 * unit, lost=scattered)[0] == "damaged"
     # a lost piece spanning two adjacent extents, and one outside the data (ignored)
     assert in_card_order([(0, 10), (10, 10), (100, 5)], [(5, 10), (50, 3)]) == [[5, 15]]
+
+
+def test_a_test_cut_short_by_the_device_going_away_draws_no_verdict():
+    """The one rule (issue 24): a test that stopped because the device went away (pulled, its
+    medium taken out) has no verdict from what it could not read or write; a card that stopped
+    answering but is still there is damaged; what was read back before still counts."""
+    from cardbench.verify.verdict import judge
+    GiB = 1 << 30
+    assert judge(whole=GiB, stopped=True, gone=True) == (None, None)
+    assert judge(whole=GiB, stopped=True) == ("damaged", None)          # still there, answers nothing
+    assert judge(whole=GiB, stopped=True, gone=True, damaged=True) == ("damaged", None)   # changed data seen
+    assert judge(whole=GiB, stopped=True, gone=True, wrapped=True) == ("counterfeit", "wraparound")
+    assert judge_fill(written=GiB, stopped=True, gone=True) == (None, None)
+    assert judge_fill(written=GiB, lost=[(GiB // 2, GiB)], stopped=True, gone=True) == ("counterfeit", "dropped")

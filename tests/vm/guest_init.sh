@@ -15,7 +15,9 @@ mkdir -p /tmp/home
 export HOME=/tmp/home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 PY=$(arg python)
 export PATH="$(dirname "$PY"):$PATH"
-export PYTHONPATH="$(arg checkout)/src" PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/pycache
+# bytecode is written to the guest's tmpfs (the host root is read-only) and read back by every
+# later command: without it each `python3 -m cardbench` compiled its imports again under TCG
+export PYTHONPATH="$(arg checkout)/src" PYTHONPYCACHEPREFIX=/tmp/pycache
 for m in $(arg modules | tr , ' '); do modprobe -q "$m" || echo "guest: modprobe $m failed"; done
 hostname cardbench-vm
 exec "$PY" "$CO/tests/vm/guest_agent.py"

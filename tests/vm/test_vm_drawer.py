@@ -2,20 +2,22 @@
 two different sticks are two cards and a stick plugged again is recalled as itself, with no
 reader verdict drawn from them; a reader (usb-bot, removable scsi-hd LUN) with cards swapped in
 it is one reader and each card is noticed although the guest kernel polls nothing by itself; an
-SD card put into the native slot is known by its CID, its registers stored with its result."""
+SD card put into the native slot is known by its CID, its registers stored with its result. Then
+two sticks of one model and size run in turn are two cards with no reader ceiling named. (The
+pull-outs are test_vm_pull.py's boot.)"""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from vm_helpers import boot, pull_in_the_middle
+from vm_helpers import boot, plug_stick
 from vmharness import Drive
 
 MB = 1_000_000
-STICK = 32 << 20
-CARD = 64 << 20
+# identities are judged here, not rates: small images, sticks not throttled
+STICK = 16 << 20
+CARD = 32 << 20
 DB = "/tmp/home/drawer.sqlite"
 
 
@@ -25,9 +27,7 @@ def guest(request):
                  devices=["qemu-xhci,id=xhci", "usb-bot,id=rdr,bus=xhci.0,serial=RDR1",
                           "scsi-hd,id=lunA,bus=rdr.0,lun=0,drive=slot0,removable=on",
                           "sdhci-pci", "sd-card,id=sdcard,drive=sd0"],
-                 extra=["-drive", "if=none,id=sd0",      # an SD slot with no card at start
-                        "-object", "throttle-group,id=tg4,x-bps-read=4000000,x-bps-write=4000000",
-                        "-object", "throttle-group,id=tg8,x-bps-read=8000000,x-bps-write=8000000"])
+                 extra=["-drive", "if=none,id=sd0"])      # an SD slot with no card at start
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,10 @@ def session(guest):
         r = guest.wait_for(f"test $(grep -c cardbench.drawer /tmp/drawer.out) -ge {done}", timeout)
         assert r.rc == 0, guest.run("tail", "-20", "/tmp/drawer.err").stdout
 
-    for n, (serial, group) in enumerate((("S1", "tg4"), ("S2", "tg8"), ("S1", "tg4"))):
+    for n, serial in enumerate(("S1", "S2", "S1")):
         node = f"st{serial}{n}"
         image = guest.image_path(f"stick-{serial}", STICK)
-        guest.add_node(node, image, group)
+        guest.add_node(node, image)
         guest.plug(f"stick{n}", "usb-storage", node, bus="xhci.0", serial=serial)
         card_done()
         guest.unplug(f"stick{n}", node)
@@ -64,6 +64,7 @@ def session(guest):
     r = guest.wait_for("! pgrep -f 'cardbench drawer' >/dev/null", 60)
     lines = [json.loads(x) for x in guest.run("cat", "/tmp/drawer.out").stdout.splitlines() if x.startswith("{")]
     err = guest.run("cat", "/tmp/drawer.err").stdout
+    print("drawer lines:", [(x.get("device"), (x.get("result") or {}).get("card", {}).get("identity")) for x in lines])
     readers = guest.cardbench("readers", "--json", "--db", DB, timeout=120)
     assert readers.rc == 0, readers.stderr
     poll = guest.run("sh", "-c", "cat /sys/block/sd*/events_poll_msecs").stdout.split()
@@ -111,58 +112,12 @@ def test_an_sd_card_is_known_by_its_cid_and_its_registers_are_stored(session):
     assert sd["reader"]["kind"] == "native"
 
 
-@pytest.mark.parametrize("step", ["raw read", "file run on vfat"])
-def test_a_stick_pulled_in_the_middle(guest, session, step):
-    """Bad input on the real kernel: a stick (4 MB/s) pulled (device_del) while `run /dev/sdX`
-    reads it or `run /mnt` writes its files: one line, the partial result stored incomplete,
-    no cardbench process left, nothing mounted by cardbench (the test's own mount is let go)."""
-    serial = {"raw read": "P1", "file run on vfat": "P2"}[step]
-    before = set(guest.run("ls", "/sys/block").stdout.split())
-    guest.add_node(f"pull{serial}", guest.image_path(f"pull-{serial}", STICK), "tg4")
-    guest.plug(f"pull{serial}", "usb-storage", f"pull{serial}", bus="xhci.0", serial=serial)
-    assert guest.wait_for("test $(ls /sys/block | wc -l) -gt " + str(len(before)), 60).rc == 0
-    dev = (set(guest.run("ls", "/sys/block").stdout.split()) - before).pop()
-    db = "/tmp/home/pull.sqlite"
-
-    def pull():
-        guest.unplug(f"pull{serial}", f"pull{serial}")
-
-    if step == "raw read":
-        rc, out, err, began, took = pull_in_the_middle(
-            guest, f"python3 -m cardbench run /dev/{dev} --runs 3 --db {db}", dev, pull, field=3, past=16384)
-        assert "the device is gone (removed?)" in err
-    else:
-        r = guest.run("sh", "-c", f"mkfs.vfat /dev/{dev} >/dev/null && mount -t vfat /dev/{dev} /mnt", timeout=120)
-        assert r.rc == 0, r.stderr
-        rc, out, err, began, took = pull_in_the_middle(
-            guest, f"python3 -m cardbench run /mnt --size 16MB --runs 3 --db {db}", dev, pull, field=7, past=8192)
-        assert "I/O error (the card failed or was removed)" in err
-    print(f"{step}: pulled {began:.1f} s after the start, the command ended after {took:.1f} s (rc {rc})")
-    assert rc != 0 and out == "" and err.startswith("cardbench: ") and err.count("\n") == 1, (rc, out, err)
-    assert guest.run("pgrep", "-f", "cardbench run").rc == 1
-    assert not guest.run("test", "-e", f"/sys/block/{dev}").rc == 0
-    mounts = [x for x in guest.run("cat", "/proc/mounts").stdout.splitlines() if x.startswith(f"/dev/{dev}")]
-    assert mounts == ([] if step == "raw read" else [m for m in mounts if m.split()[1] == "/mnt"]), mounts
-    assert guest.run("sh", "-c", "umount /mnt 2>/dev/null; ! grep -q '^/dev/%s' /proc/mounts" % dev).rc == 0
-    r = guest.cardbench("results", "--json", "--db", db, timeout=120)
-    assert r.rc == 0, r.stderr
-    stored = [x for x in r.json()["results"] if x["card"]["identity"] == f"serial:{serial}:{STICK}"]
-    assert len(stored) == 1 and stored[0]["complete"] is False and stored[0]["error"], stored
-    assert stored[0]["target"]["kind"] == ("device" if step == "raw read" else "directory")
-    assert not all(t["complete"] for t in stored[0]["tests"])
-
-
 def test_two_sticks_of_one_model_run_in_turn_name_no_reader_ceiling(guest):
     """`run` on one stick, then on another of the same model and size (different serials), then
-    `readers`: two sticks are two cards with no reader in common, so no reader ceiling is named."""
+    `readers`: two sticks are two cards with no reader in common, so no reader ceiling is named.
+    (Identities only, no rate is judged: small sticks, not throttled.)"""
     db = "/tmp/home/pair.sqlite"
-    names = []
-    for serial in ("Q1", "Q2"):
-        before = set(guest.run("ls", "/sys/block").stdout.split())
-        guest.add_node(f"pair{serial}", guest.image_path(f"pair-{serial}", STICK), "tg8")
-        guest.plug(f"pair{serial}", "usb-storage", f"pair{serial}", bus="xhci.0", serial=serial)
-        assert guest.wait_for("test $(ls /sys/block | wc -l) -gt " + str(len(before)), 60).rc == 0
-        names.append((set(guest.run("ls", "/sys/block").stdout.split()) - before).pop())
+    names = [plug_stick(guest, f"pair{serial}", serial, STICK) for serial in ("Q1", "Q2")]
     try:
         for dev in names:
             r = guest.cardbench("run", f"/dev/{dev}", "--runs", "1", "--db", db, timeout=300)

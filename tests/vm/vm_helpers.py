@@ -31,17 +31,34 @@ def pull_in_the_middle(guest: Guest, command: str, dev: str, pull, field: int = 
                        timeout: float = 300.0):
     """Start shell line ``command`` in the background in the guest, wait until the block device
     ``dev`` (e.g. "sda") has moved ``past`` more sectors in /sys/block/<dev>/stat ``field`` (3:
-    read, 7: written) than before, call ``pull()`` and wait for the command's end. Returns
-    (rc, stdout, stderr, seconds until the pull, seconds in all)."""
+    read, 7: written) than before, call ``pull()`` and wait for the command's end. A command
+    that ended before that fails the check at once (its stderr said). Returns (rc, stdout,
+    stderr, seconds until the pull, seconds in all)."""
     import time
-    base = int(guest.run("cat", f"/sys/block/{dev}/stat").stdout.split()[field - 1])
+    base = int(guest.run("sh", "-c", f"rm -f /tmp/pull.end; cat /sys/block/{dev}/stat").stdout.split()[field - 1])
     t0 = time.monotonic()
-    job = guest.run("sh", "-c", f"exec {command} >/tmp/pull.out 2>/tmp/pull.err", background=True).stdout
-    r = guest.wait_for(f"test $(awk '{{print ${field}}}' /sys/block/{dev}/stat) -gt {base + past}", timeout)
+    job = guest.run("sh", "-c", f"{command} >/tmp/pull.out 2>/tmp/pull.err; rc=$?; touch /tmp/pull.end; exit $rc",
+                    background=True).stdout
+    under_way = f"test $(awk '{{print ${field}}}' /sys/block/{dev}/stat) -gt {base + past}"
+    r = guest.wait_for(f"{under_way} || test -e /tmp/pull.end", timeout)
     began = time.monotonic() - t0
-    assert r.rc == 0, guest.run("cat", "/tmp/pull.err").stdout
+    assert r.rc == 0 and guest.run("test", "-e", "/tmp/pull.end").rc != 0, \
+        "ended before the pull: " + guest.run("cat", "/tmp/pull.err").stdout[-2000:]
     pull()
     done = guest.wait_job(job, timeout)
     out = guest.run("sh", "-c", "cat /tmp/pull.out; echo '<<>>'; cat /tmp/pull.err").stdout
     stdout, _, stderr = out.partition("<<>>\n")
     return done.rc, stdout, stderr, began, done.seconds
+
+
+def plug_stick(guest: Guest, name: str, serial: str, size: int, group: str | None = None,
+               timeout: float = 60.0) -> str:
+    """``device_add`` a usb-storage stick ``name`` (serial ``serial``, a sparse image of ``size``
+    bytes behind throttle group ``group``) on ``xhci.0``; returns its block device name ("sdb")
+    once the guest lists it. Unplug with ``guest.unplug(name, name)``."""
+    before = set(guest.run("ls", "/sys/block").stdout.split())
+    guest.add_node(name, guest.image_path(name, size), group)
+    guest.plug(name, "usb-storage", name, bus="xhci.0", serial=serial)
+    r = guest.wait_for(f"test $(ls /sys/block | wc -l) -gt {len(before)}", timeout)
+    assert r.rc == 0, f"stick {serial} not seen by the guest"
+    return (set(guest.run("ls", "/sys/block").stdout.split()) - before).pop()

@@ -6,8 +6,9 @@ virtio and 9p, mounts the *host's root filesystem read-only over 9p* (so the gue
 host's Python and this very checkout, nothing to install or copy), puts tmpfs on /tmp, /run,
 /var/tmp, /mnt, /media and a tmpfs home, and starts ``guest_agent.py``. The agent answers
 commands sent from the host on a virtio-serial port (one JSON line per command: argv, timeout ->
-rc, stdout, stderr), so one boot serves many checks. Hotplug is driven from the host over QMP
-(``device_add``/``device_del``, ``eject``/``blockdev-change-medium``). The guest has no network
+rc, stdout, stderr; each request carries an id its reply carries back, and the late reply of a
+command the host gave up on is dropped), so one boot serves many checks. Hotplug is driven from
+the host over QMP (``device_add``/``device_del``, ``eject``/``blockdev-change-medium``). The guest has no network
 device. Device images are sparse files in a temporary directory removed on close; QEMU is killed
 on close whatever happened (use as a context manager or a fixture with a finalizer).
 
@@ -287,7 +288,12 @@ class Guest:
     qmp: Qmp | None = None
     agent: socket.socket | None = None
     boot_seconds: float | None = None
+    #: seconds the host waits for a reply beyond the guest's own timeout of the command
+    reply_slack: float = 30.0
+    #: replies dropped because they answered a request the host no longer waited for
+    stale_replies: int = 0
     _buf: bytes = b""
+    _seq: int = 0
 
     # -- life --------------------------------------------------------------------------------------
     def __enter__(self) -> "Guest":
@@ -476,28 +482,41 @@ class Guest:
                 continue
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:           # a reply cut short before: not any request's (its id is lost)
+            return {"id": None, "garbled": line[:200].decode(errors="replace")}
+
+    def _ask(self, req: dict, timeout: float) -> dict:
+        """Send ``req`` with a fresh id and return the reply carrying that id. A reply with
+        another id is the late answer of a request the host stopped waiting for (it timed out):
+        it is dropped (counted in ``stale_replies``), so one timeout does not shift every later
+        reply onto the wrong command."""
+        assert self.agent is not None
+        self._seq += 1
+        rid = self._seq
+        self.agent.sendall(json.dumps({**req, "id": rid}).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self._recv_line(deadline)
+            if r.get("id") == rid:
+                return r
+            self.stale_replies += 1
 
     def run(self, *argv: str, timeout: float = 300.0, background: bool = False) -> Reply:
         """Run ``argv`` in the guest (a shell line when one string containing a space is given);
-        ``background``: start it and return at once (``stdout`` is then its job id)."""
-        assert self.agent is not None
-        req = {"argv": list(argv), "timeout": timeout, "background": background}
-        self.agent.sendall(json.dumps(req).encode() + b"\n")
-        r = self._recv_line(time.monotonic() + timeout + 30)
+        ``background``: start it and return at once (``stdout`` is then its job id). The guest
+        kills it after ``timeout`` s; the host waits ``reply_slack`` s more for the reply."""
+        r = self._ask({"argv": list(argv), "timeout": timeout, "background": background}, timeout + self.reply_slack)
         return Reply(r["rc"], r["stdout"], r["stderr"], r["seconds"])
 
     def wait_job(self, job: str, timeout: float = 300.0) -> Reply:
         """The reply of a background job (waits for it to end)."""
-        assert self.agent is not None
-        self.agent.sendall(json.dumps({"wait": job, "timeout": timeout}).encode() + b"\n")
-        r = self._recv_line(time.monotonic() + timeout + 30)
+        r = self._ask({"wait": job, "timeout": timeout}, timeout + self.reply_slack)
         return Reply(r["rc"], r["stdout"], r["stderr"], r["seconds"])
 
     def signal_job(self, job: str, sig: int = signal.SIGINT) -> None:
-        assert self.agent is not None
-        self.agent.sendall(json.dumps({"signal": job, "sig": int(sig)}).encode() + b"\n")
-        self._recv_line(time.monotonic() + 30)
+        self._ask({"signal": job, "sig": int(sig)}, self.reply_slack)
 
     def cardbench(self, *args: str, timeout: float = 300.0, background: bool = False) -> Reply:
         return self.run("python3", "-m", "cardbench", *args, timeout=timeout, background=background)

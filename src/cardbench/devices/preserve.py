@@ -49,7 +49,7 @@ from cardbench.devices.mounts import mount_containing, read_mountinfo
 from cardbench.devices.safety import open_exclusive
 from cardbench.engine.buffers import AlignedBuffers
 from cardbench.engine.data import DataFile, geometry, open_raw
-from cardbench.engine.errors import IO_ERRORS, describe
+from cardbench.engine.errors import GONE_WORDS, IO_ERRORS, describe
 from cardbench.errors import CardbenchError, DeviceFault, SafetyRefusal, TargetError, UsageError
 
 JOURNAL_SCHEMA = "cardbench.journal/1"
@@ -494,10 +494,14 @@ class Restored:
     seconds: float
 
 
-def restore_held(preserver: Preserver, progress: Any = None, label: str = "restoring saved bytes") -> Restored:
+def restore_held(preserver: Preserver, progress: Any = None, label: str = "restoring saved bytes",
+                 gone: Any = None) -> Restored:
     """Write every saved region back with SIGINT/SIGTERM held meanwhile (a second Ctrl-C must not
     cut the write-back short); never raises for a failed write-back: the journal is kept and
-    ``kept`` says so. ``progress``: a cardbench.progress reporter for the bytes written back."""
+    ``kept`` says so. ``progress``: a cardbench.progress reporter for the bytes written back.
+    ``gone()``: did the device go away (the target's rule, cardbench.target.Target.gone)? Then
+    nothing is written (a gone disk fails a write with ENOSPC, "full", which it is not) and
+    ``kept`` says the device is gone."""
     import time
 
     from cardbench.signals import signals_held
@@ -505,6 +509,8 @@ def restore_held(preserver: Preserver, progress: Any = None, label: str = "resto
     t0 = time.perf_counter()
     with signals_held() as signals:
         try:
+            if gone is not None and gone():
+                raise DeviceFault(GONE_WORDS)
             if progress is not None:
                 with progress.task(label, preserver.saved_bytes) as advance:
                     n = preserver.restore()
@@ -519,8 +525,13 @@ def restore_held(preserver: Preserver, progress: Any = None, label: str = "resto
             except Exception:  # noqa: BLE001 - closing must not hide the restore error
                 pass
             why = e.message if isinstance(e, CardbenchError) else (e.strerror or str(e))
-            kept = (f"writing the saved bytes back failed ({why}); they are kept in {journal} and written back "
-                    "by the next cardbench command (or `cardbench recover`) once the card answers")
+            if gone is not None and gone():
+                kept = (f"the saved bytes were not written back ({GONE_WORDS}): they are kept in {journal} "
+                        "and written back by the next cardbench command (or `cardbench recover`) once the card "
+                        "is back")
+            else:
+                kept = (f"writing the saved bytes back failed ({why}); they are kept in {journal} and written "
+                        "back by the next cardbench command (or `cardbench recover`) once the card answers")
     return Restored(n, kept, journal, list(signals or []), time.perf_counter() - t0)
 
 

@@ -10,7 +10,8 @@ reaches the user as the same words and the same exit code whichever command met 
   the card did; both carry the errno, the operation and the byte offset as typed fields;
 * :func:`open_error` is the one-line error for a failed exclusive open of a block device
   (busy or read-only: a :class:`~cardbench.errors.SafetyRefusal`, exit 4; else exit 3);
-* :data:`GONE` are the errnos that mean the card itself went away (not one bad spot),
+* :data:`GONE` are the errnos that mean the card itself went away (not one bad spot;
+  :meth:`cardbench.target.Target.gone` is the whole rule, :data:`GONE_WORDS` its words),
   :data:`FULL` those that mean the filesystem filled up, :data:`DENIED` those that need root
   (or a permission), :data:`BUSY` those of a device someone else holds.
 """
@@ -36,8 +37,11 @@ REASONS: dict[int, str] = {
     errno.ENOENT: "no such file or directory",
     errno.EBUSY: "it is in use (mounted, swap, part of RAID/LVM/LUKS, or opened exclusively by another program)",
 }
-#: the card itself stopped answering
+#: the card itself stopped answering (the errnos that say so; a pulled device may also fail with
+#: EIO, ENOSPC or a short transfer first: cardbench.target.Target.gone is the rule that looks)
 GONE = frozenset({errno.ENODEV, errno.ENXIO, errno.ENOMEDIUM, errno.ESHUTDOWN})
+#: the words for a card that went away, whichever errno its last request failed with
+GONE_WORDS = REASONS[errno.ENODEV]
 #: the filesystem (or the user's quota) is full
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: not allowed to this user (root needed, or a permission)

@@ -74,6 +74,8 @@ def verify_sentence(doc: dict, *, mib: bool = False) -> list[str]:
                      f"did not read back as written; {size(usable)} from its start are usable.")
     elif verdict:
         lines.append(f"Verdict: {verdict}.")
+    elif not doc.get("complete", True):
+        lines.append("No verdict: the check stopped before it could tell.")
     fix = doc.get("fix") or {}
     if doc.get("fix_command") and verdict != "genuine":
         lines.append(f"Fix: {doc['fix_command']}")

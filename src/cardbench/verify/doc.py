@@ -6,7 +6,8 @@ schema          "cardbench.verify/1"
 id              random hex id
 mode            "quick" (sampling probe of a block device) | "full" (fill and check everything)
 verdict         "genuine" | "counterfeit" (holds less than it announces) | "damaged" (loses data or fails
-                I/O inside its real capacity, or stopped answering)
+                I/O inside its real capacity, or stopped answering) | null (the device went away
+                before the test could tell: cardbench.target.Target.gone)
 announced_bytes what the card says it holds
 usable_bytes    what it really holds, from the start: the size to partition it to (null: unknown)
 kind            how a counterfeit fails past usable_bytes: "wraparound" (writes land on earlier

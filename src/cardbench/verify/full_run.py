@@ -14,10 +14,11 @@ from typing import Any
 
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile, open_raw
-from cardbench.engine.errors import FULL, GONE, IO_ERRORS, describe
+from cardbench.engine.errors import FULL, GONE, GONE_WORDS, IO_ERRORS, describe
 from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
 from cardbench.errors import Interrupted
 from cardbench.progress import NullProgress
+from cardbench.target import GONE_WAIT
 from cardbench.verify.doc import fix_for, new_doc, now_iso
 from cardbench.verify.full_state import MiB, STATE_SCHEMA
 from cardbench.verify.verdict import in_card_order, judge_fill
@@ -44,7 +45,11 @@ class FillRun:
         self.t0 = time.monotonic()
         self.notes: list[str] = []
         self.stopped: str | None = None
+        #: the card stopped answering (pulled out, or dead)
         self.gone = False
+        #: the device itself went away (the target's rule, Target.gone): no verdict from what the
+        #: fill could not write or read back
+        self.went_away = False
         self.distances: list[int] = []
         self.phys_pairs = 0
         self.dropped_phys: list[tuple[int, int]] = []
@@ -146,7 +151,21 @@ class FillRun:
                     write_bytes_per_s=done / secs if secs > 0 and done else None,
                     complete=True)
 
+    def device_went_away(self, err: int | None, wait: float = GONE_WAIT) -> bool:
+        """The target's rule (:meth:`cardbench.target.Target.gone`), looked at for ``wait`` s."""
+        target = getattr(self, "target", None)
+        if (target.gone(err, wait=wait) if target is not None else err in GONE):
+            self.went_away = self.gone = True
+        return self.went_away
+
     def write_failed(self, unit: dict, done: int, err: int | None) -> None:
+        # a pulled device fails a write past its now-zero size with ENOSPC: gone, not full
+        if (err not in FULL or self.mode_target == "device") and self.device_went_away(
+                err, wait=0.0 if err in FULL else GONE_WAIT):
+            unit["write_error"] = f"{GONE_WORDS} at byte {done}"
+            self.stopped = (f"{self.target.path}: {GONE_WORDS} while writing {unit['name']} at byte {done} "
+                            f"(fill byte {unit['base'] + done})")
+            return
         if err in FULL:
             self.stopped = "full"
             return
@@ -224,6 +243,8 @@ class FillRun:
                 if got < n:
                     res["read_error_bytes"] += n - got
                     res["error"] = res["error"] or f"short read at byte {done + got}"
+                    if got == 0 and self.check_gone(None):      # a pulled device reads 0 bytes
+                        break
                 if got >= SECTOR:
                     m = got // SECTOR * SECTOR
                     j = self.pattern.judge(view[:m], unit["base"] + done, keep_classes=True, max_misplaced=16)
@@ -251,10 +272,14 @@ class FillRun:
         unit["read"] = res
 
     def check_gone(self, err: int | None) -> bool:
-        if err in GONE or (err == errno.EIO and not self.alive()):
+        """After a failed read (``err``) or a short one (None): did the card stop answering?"""
+        if err in GONE or (err in (errno.EIO, None) and not self.alive()):
             self.gone = True
             if self.stopped in (None, "full", "limit"):   # a fill that ended normally is no excuse
-                self.stopped = "the card stopped answering (removed?) while reading back"
+                if self.device_went_away(err):
+                    self.stopped = f"{self.target.path}: {GONE_WORDS} while reading back"
+                else:
+                    self.stopped = "the card stopped answering (removed?) while reading back"
         return self.gone
 
     def alive(self) -> bool:
@@ -354,9 +379,11 @@ class FillRun:
         abnormal = self.gone or bool(self.stopped and self.stopped not in ("full", "limit"))
         # the one rule (verify/verdict.py), on the lost ranges in the card's order where the fill is
         # mapped to the card (a filesystem places files where it likes), else in fill order
+        # a device that went away: its read and write errors are the removal's, not the card's
+        failed = not self.went_away and bool(read_err or write_errors)
         verdict, kind = judge_fill(written=written, lost=self._lost_in_card_order(units, physical_ok),
-                                   wrapped=overwritten > 0,
-                                   damaged=bool(changed or read_err or write_errors), stopped=abnormal)
+                                   wrapped=overwritten > 0, damaged=bool(changed) or failed, stopped=abnormal,
+                                   gone=self.went_away)
         if verdict == "counterfeit":
             if kind == "wraparound" and wrap and physical_ok:
                 usable, basis = wrap, "wraparound distance on the device"
@@ -367,7 +394,7 @@ class FillRun:
                 tail_start = usable
             else:
                 usable, basis = ok_bytes, "bytes that read back right (position on the card unknown)"
-        elif verdict == "damaged" and (dropped or changed or read_err or write_errors):
+        elif verdict == "damaged" and (dropped or changed or failed):
             if self.bad_phys and physical_ok:
                 usable = offset_on_device + min(s for s, _ in self.bad_phys)
                 basis = "first bad byte on the device"
@@ -440,11 +467,11 @@ class FillRun:
         })
         if self.stopped and self.stopped not in ("full", "limit"):
             d["error"] = self.stopped
-        fix = fix_for(device, whole_size or announced, usable) if (verdict != "genuine" and physical_ok
-                                                                    and device) else None
+        judged = verdict not in ("genuine", None)
+        fix = fix_for(device, whole_size or announced, usable) if (judged and physical_ok and device) else None
         d["fix"] = fix
         d["fix_command"] = fix["command"] if fix else None
-        if verdict != "genuine" and not (physical_ok and device):
+        if judged and not (physical_ok and device):
             d["fix"] = {"tool": None, "command": None,
                         "note": "the filesystem did not say where its files lie on the card; run "
                                 "`cardbench verify DEVICE` (quick mode) on the unmounted card for the exact size "

@@ -48,7 +48,7 @@ import numpy as np
 from cardbench.engine.errors import fault_errno
 from cardbench.errors import CardbenchError, DeviceFault, Interrupted
 from cardbench.patterns import CLASSES, SECTOR, Pattern, merge_ranges
-from cardbench.verify.io import IOFailure
+from cardbench.verify.io import GONE_ERRNOS, IOFailure
 from cardbench.verify.verdict import judge
 
 MiB = 1 << 20
@@ -65,13 +65,16 @@ DROPPED = ("zero", "foreign", "garbage")
 
 
 class CardGone(Exception):
-    """The card stopped answering altogether (pulled out, or died)."""
+    """The card stopped answering altogether (pulled out, or died); ``gone``: the device itself
+    went away (the target's rule, :meth:`cardbench.target.Target.gone`), not a card that
+    is still there and answers nothing."""
 
-    def __init__(self, offset: int, op: str, message: str):
+    def __init__(self, offset: int, op: str, message: str, gone: bool = False):
         super().__init__(message)
         self.offset = offset
         self.op = op
         self.message = message
+        self.gone = gone
 
 
 class _OutOfTime(Exception):
@@ -152,11 +155,17 @@ def _align_up(x: int, a: int) -> int:
 
 
 class Prober:
-    """One probe of one card. ``Prober(io, saver=..., progress=..., options=...).run()``."""
+    """One probe of one card. ``Prober(io, saver=..., progress=..., options=...).run()``.
+    ``gone(errno) -> bool``: did the device go away (asked once the card stopped answering;
+    the target's :meth:`~cardbench.target.Target.gone`; default: the errno says so)."""
 
     def __init__(self, io, *, saver=None, progress=None, options: ProbeOptions | None = None,
-                 tag: int | None = None, clock: Callable[[], float] = time.monotonic):
+                 tag: int | None = None, clock: Callable[[], float] = time.monotonic,
+                 gone: Callable[[int | None], bool] | None = None):
         self.io = io
+        self.gone = gone or (lambda err: err in GONE_ERRNOS)
+        #: the probe ended because the device went away: no verdict from what it could not read
+        self.went_away = False
         self.saver = saver
         self.progress = progress
         self.opt = options or ProbeOptions()
@@ -238,7 +247,7 @@ class Prober:
         """Raise CardGone if the card stopped answering altogether; otherwise return (a bad spot)."""
         if e.gone or not self._alive():
             raise CardGone(e.offset, e.op, f"the card stopped answering at byte {e.offset} "
-                                           f"({e.op}: {e.message}); removed?")
+                                           f"({e.op}: {e.message}); removed?", gone=self.gone(e.errno))
 
     # -- primitive steps ------------------------------------------------------------------------------
     def _save(self, offset: int, length: int) -> None:
@@ -405,7 +414,8 @@ class Prober:
         try:
             self.io.read(0, self.sector)
         except IOFailure as e:
-            raise CardGone(0, "read", f"the card does not read at all ({e.message})") from None
+            raise CardGone(0, "read", f"the card does not read at all ({e.message})",
+                           gone=self.gone(e.errno)) from None
         last = self.end - self.b
         try:
             self.io.read(last, self.b)
@@ -714,6 +724,7 @@ class Prober:
             self._rest()
         except CardGone as g:
             error, removed_at, complete = g.message, g.offset, False
+            self.went_away = g.gone
         except JournalFailure as j:
             error, complete = j.message, False
         except _OutOfTime:
@@ -798,14 +809,15 @@ class Prober:
                 continue   # explained by the wraparound
             if tail_start is None or s.first_bad < tail_start:
                 middle.append((s.first_bad, min(s.end, tail_start) if tail_start is not None else s.end))
-        for r in self.error_ranges:
+        for r in self.error_ranges if not self.went_away else ():   # a gone card's errors say nothing of it
             if tail_start is None or r[0] < tail_start:
                 middle.append((r[0], min(r[1], tail_start) if tail_start is not None else r[1]))
         middle = [tuple(r) for r in merge_ranges(middle)]
         fake_bytes = self.size - tail_start if tail_start is not None else 0
         verdict, vkind = judge(whole=self.size, wrapped=kind == "wraparound",
                                lost_bytes=fake_bytes if tail_start is not None else 0, lost_kind=kind,
-                               lost_is_tail=True, damaged=bool(middle), stopped=error is not None)
+                               lost_is_tail=True, damaged=bool(middle), stopped=error is not None,
+                               gone=self.went_away)
         usable = self.end
         if verdict == "counterfeit":
             kind = vkind

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from cardbench.engine.data import geometry
+from cardbench.engine.errors import GONE_WORDS
 from cardbench.errors import CardbenchError, Interrupted, TargetError
 from cardbench.progress import NullProgress
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
@@ -45,7 +46,7 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     """
     # the options first (they need no look at the system), then the target, opened once
     VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", getattr(target, "path", target))
-    from cardbench.target import DeviceTarget, open_target
+    from cardbench.target import GONE_WAIT, DeviceTarget, open_target
     if not isinstance(target, DeviceTarget):
         target = open_target(target, kinds=("device",), whole_device=True)
     path = target.path
@@ -92,7 +93,8 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
         try:
             prober = Prober(io, saver=None, progress=progress,
                             options=ProbeOptions(time_budget=time_budget, seed=seed,
-                                                 assume_cache_bytes=assume_cache_bytes))
+                                                 assume_cache_bytes=assume_cache_bytes),
+                            gone=lambda err: target.gone(err, wait=GONE_WAIT))
             if not destructive:
                 from cardbench.devices.preserve import Preserver
                 saver = prober.saver = Preserver(target, journal_dir)
@@ -101,7 +103,7 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
             except (KeyboardInterrupt, Interrupted) as e:
                 interrupted = e
         finally:
-            restore = _restore(saver, progress) if saver is not None or destructive else restore
+            restore = _restore(saver, progress, target) if saver is not None or destructive else restore
             io.close()
         doc["preserve"] = restore
         _fill(doc, path, size, prober, result, restore, t_start)
@@ -113,14 +115,17 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     return doc
 
 
-def _restore(saver, progress) -> dict[str, Any]:
-    """Put every saved byte back (signals held meanwhile: devices.preserve.restore_held); never raises."""
+def _restore(saver, progress, target=None) -> dict[str, Any]:
+    """Put every saved byte back (signals held meanwhile: devices.preserve.restore_held); never
+    raises. A device that went away (``target.gone()``) is not written to: the journal keeps the
+    bytes and the record says so in the same words as the error."""
     if saver is None:
         return {"status": "not used", "message": "destructive mode: nothing was saved",
                 "saved_bytes": 0, "restored_bytes": 0, "seconds": 0.0}
     from cardbench.devices.preserve import restore_held
     saved = saver.saved_bytes
-    done = restore_held(saver, progress, "verify: restoring saved bytes")
+    done = restore_held(saver, progress, "verify: restoring saved bytes",
+                        gone=target.gone if target is not None else None)
     if done.kept is None:
         out = {"status": "restored", "message": f"restored {done.restored_bytes} bytes", "saved_bytes": saved,
                "restored_bytes": done.restored_bytes}
@@ -167,9 +172,13 @@ def _fill(doc: dict, path: str, size: int, prober: Prober, r, restore: dict, t_s
         doc["wrap_bytes"] = r.wrap_bytes
     if r.removed_at is not None:
         doc["removed_at"] = r.removed_at
-        doc["error"] = f"the card stopped answering (removed?) at byte {r.removed_at}: {r.error}"
+        if prober.went_away:     # no verdict: the target's rule says the device itself went away
+            doc["error"] = f"{path}: {GONE_WORDS} at byte {r.removed_at}"
+        else:
+            doc["error"] = f"the card stopped answering (removed?) at byte {r.removed_at}: {r.error}"
     if restore["status"] == "kept":
-        doc["error"] = (doc["error"] + "; " if doc["error"] else "") + restore["message"]
-    fix = fix_for(path, size, r.usable_bytes) if r.verdict != "genuine" else None
+        kept = restore["message"].replace(f" ({GONE_WORDS})", "") if prober.went_away else restore["message"]
+        doc["error"] = (doc["error"] + "; " if doc["error"] else "") + kept
+    fix = fix_for(path, size, r.usable_bytes) if r.verdict not in ("genuine", None) else None
     doc["fix"] = fix
     doc["fix_command"] = fix["command"] if fix else None

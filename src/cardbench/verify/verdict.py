@@ -11,7 +11,11 @@ A card is
 * ``damaged`` when it keeps its size but loses or changes some data -- scattered losses are
   damage however many there are --, or fails reads or writes, or stopped answering before the
   test could tell (an incomplete test of a card that looked genuine so far is never genuine);
-* ``genuine`` otherwise: nothing lost, everything read.
+* ``genuine`` otherwise: nothing lost, everything read;
+* no verdict (None: the test is incomplete) when the device went away (pulled out, the medium
+  taken out: :meth:`cardbench.target.Target.gone`) before the test could tell: what it could not
+  read or write then says nothing of the card. Only what it had read back before counts (a
+  wraparound or lost data seen earlier still make a counterfeit or damaged card).
 
 :func:`judge` takes what a test found; :func:`judge_fill` is the same rule for a fill test (the
 full verify, f3write + f3read, H2testw) from the lost ranges in the order the data was written,
@@ -26,7 +30,7 @@ from itertools import accumulate
 
 from cardbench.patterns import SECTOR, merge_ranges
 
-VERDICTS = ("genuine", "counterfeit", "damaged")
+VERDICTS = ("genuine", "counterfeit", "damaged")   # or None: incomplete, the device went away
 #: lost or refused bytes at the card's end from this share of the card on (1 / COUNTERFEIT_DIVISOR,
 #: 1%) are a fake capacity, not damage, whatever came back there
 COUNTERFEIT_DIVISOR = 100
@@ -37,7 +41,8 @@ TAIL_SHARE = 0.5
 
 
 def judge(*, whole: int, wrapped: bool = False, lost_bytes: int = 0, lost_kind: str | None = None,
-          lost_is_tail: bool = False, damaged: bool = False, stopped: bool = False) -> tuple[str, str | None]:
+          lost_is_tail: bool = False, damaged: bool = False, stopped: bool = False,
+          gone: bool = False) -> tuple[str | None, str | None]:
     """(verdict, kind) from what a test found.
 
     ``whole``: bytes the share is taken of (the card's announced size, or what was written).
@@ -45,8 +50,11 @@ def judge(*, whole: int, wrapped: bool = False, lost_bytes: int = 0, lost_kind: 
     (of ``lost_kind``, "dropped" or "other"); ``lost_is_tail``: they are at the end of the data
     (the card's end, or the end of what a fill wrote; see :func:`at_end`).
     ``damaged``: any other damage (changed data, read or write errors). ``stopped``: the test
-    ended early (the card went away, an I/O error stopped it). ``kind`` is "wraparound",
-    "dropped" or "other" for a counterfeit, None otherwise.
+    ended early (the card went away, an I/O error stopped it). ``gone``: it ended because the
+    device went away; then the caller counts no read or write error it met (they are the
+    removal's, not the card's), and a card that looked genuine so far gets no verdict (None)
+    instead of damaged. ``kind`` is "wraparound", "dropped" or "other" for a counterfeit, None
+    otherwise.
     """
     if wrapped:
         verdict, kind = "counterfeit", "wraparound"
@@ -56,8 +64,8 @@ def judge(*, whole: int, wrapped: bool = False, lost_bytes: int = 0, lost_kind: 
         verdict, kind = "damaged", None
     else:
         verdict, kind = "genuine", None
-    if stopped and verdict == "genuine":
-        verdict = "damaged"
+    if (stopped or gone) and verdict == "genuine":
+        return (None, None) if gone else ("damaged", None)
     return verdict, kind
 
 
@@ -86,18 +94,20 @@ def file_losses(files: Iterable[tuple[int, int]]) -> list[list[int]]:
 
 
 def judge_fill(*, written: int, lost: Iterable[Sequence[int]] = (), unplaced: int = 0, wrapped: bool = False,
-               damaged: bool = False, stopped: bool = False) -> tuple[str, str | None]:
+               damaged: bool = False, stopped: bool = False, gone: bool = False) -> tuple[str | None, str | None]:
     """(verdict, kind) of a fill test of ``written`` bytes.
 
     ``lost``: the ranges whose data did not come back (zeros, old, foreign or garbage data; f3's
     and H2testw's "corrupted"), in the order written; ``unplaced``: more such bytes whose place
     the tool does not say (they are never "at the end"); ``wrapped``: sectors came back from
     another position (f3's "overwritten", H2testw's "overwritten" and "aliased memory");
-    ``damaged``: slightly changed sectors, read or write errors; ``stopped``: the test ended early."""
+    ``damaged``: slightly changed sectors, read or write errors; ``stopped``: the test ended early;
+    ``gone``: because the device went away (see :func:`judge`)."""
     ranges = merge_ranges([(s, e) for s, e in lost if e > s])
     lost_bytes = sum(e - s for s, e in ranges) + unplaced
     return judge(whole=written, wrapped=wrapped, lost_bytes=lost_bytes, lost_kind="dropped",
-                 lost_is_tail=not unplaced and at_end(ranges, written), damaged=damaged, stopped=stopped)
+                 lost_is_tail=not unplaced and at_end(ranges, written), damaged=damaged, stopped=stopped,
+                 gone=gone)
 
 
 def in_card_order(data: Iterable[tuple[int, int]], lost: Iterable[tuple[int, int]]) -> list[list[int]]:

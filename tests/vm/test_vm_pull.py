@@ -1,0 +1,117 @@
+"""Bad input on the real kernel (issue 24): a device pulled in the middle of each step. One boot:
+a USB stick pulled (QMP ``device_del``) during a raw read, a file run on kernel vfat, the quick
+verify of the raw stick, the full verify of a vfat directory on it and of the raw stick; an SD
+card whose medium is taken out of the native slot (``blockdev-remove-medium``) during a raw run.
+Each: one line on stderr, the partial record stored incomplete with its error (a verify: no verdict drawn from what
+it could not read or write), no cardbench process left, nothing mounted by cardbench."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from vm_helpers import boot, plug_stick, pull_in_the_middle
+
+STICK = 32 << 20
+CARD = 64 << 20
+GONE = "the device is gone (removed?)"
+
+#: step -> (serial, the command after `python3 -m cardbench`, /sys/block stat field watched (3:
+#: sectors read, 7: written), sectors past which it is pulled, on kernel vfat?, words in the error)
+STEPS = {
+    "raw read": ("P1", "run /dev/{dev} --runs 3", 3, 16384, False, GONE),
+    "file run on vfat": ("P2", "run /mnt --size 16MB --runs 3", 7, 8192, True, GONE),
+    "quick verify": ("P3", "verify /dev/{dev}", 7, 2048, False, GONE),
+    "full verify on vfat": ("P4", "verify /mnt --full --file-size 4MiB", 7, 8192, True, GONE),
+    "full verify of the raw stick": ("P5", "verify /dev/{dev} --full --destructive --confirm P5", 7, 8192, False,
+                                     GONE),
+}
+
+
+@pytest.fixture(scope="module")
+def guest(request):
+    return boot(request, devices=["qemu-xhci,id=xhci", "sdhci-pci", "sd-card,id=sdcard,drive=sd0"],
+                extra=["-drive", "if=none,id=sd0",      # an SD slot with no card at start
+                       "-object", "throttle-group,id=tg4,x-bps-read=4000000,x-bps-write=4000000"])
+
+
+def stored(guest, db: str, kind: str, identity: str) -> list[dict]:
+    """The records of card ``identity`` in the guest's store ``db`` ("results" or "verify")."""
+    r = guest.cardbench("results", "--json", "--db", db, timeout=120)
+    assert r.rc == 0, r.stderr
+    return [x for x in r.json()[kind] if (x.get("card") or {}).get("identity") == identity]
+
+
+def left_alone(guest, dev: str, own_mount: bool) -> None:
+    """No cardbench process left, the device gone from sysfs, no mount of it but the test's own
+    /mnt (which then unmounts)."""
+    assert guest.run("pgrep", "-f", "python3 -m cardbench").rc == 1
+    assert guest.wait_for(f"! test -e /sys/block/{dev}", 30).rc == 0
+    mounts = [x for x in guest.run("cat", "/proc/mounts").stdout.splitlines() if x.startswith(f"/dev/{dev}")]
+    assert mounts == ([m for m in mounts if m.split()[1] == "/mnt"] if own_mount else []), mounts
+    assert guest.run("sh", "-c", "umount /mnt 2>/dev/null; ! grep -q '^/dev/%s' /proc/mounts" % dev).rc == 0
+
+
+def one_line(rc: int, err: str, words: str) -> None:
+    assert rc not in (0, 70) and err.startswith("cardbench: ") and err.count("\n") == 1, (rc, err)
+    assert words in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_stick_pulled_in_the_middle(guest, step):
+    """A stick (4 MB/s) pulled (device_del) once /sys/block/sdX/stat shows the step under way."""
+    serial, command, field, past, vfat, words = STEPS[step]
+    name = f"pull{serial}"
+    dev = plug_stick(guest, name, serial, STICK, "tg4")
+    db = "/tmp/home/pull.sqlite"
+    if vfat:
+        r = guest.run("sh", "-c", f"mkfs.vfat /dev/{dev} >/dev/null && mount -t vfat /dev/{dev} /mnt", timeout=120)
+        assert r.rc == 0, r.stderr
+    rc, out, err, began, took = pull_in_the_middle(
+        guest, f"python3 -m cardbench {command.format(dev=dev)} --db {db}", dev,
+        lambda: guest.unplug(name, name), field=field, past=past)
+    print(f"{step}: pulled {began:.1f} s after the start, the command ended {took - began:.1f} s later "
+          f"(rc {rc}): {err.strip()}")
+    one_line(rc, err, words)
+    if step.startswith("file run") or step.startswith("raw"):
+        assert out == "", out
+    left_alone(guest, dev, vfat)
+    identity = f"serial:{serial}:{STICK}"
+    if "verify" in step:
+        docs = stored(guest, db, "verify", identity)
+        assert len(docs) == 1, docs
+        doc = docs[0]
+        assert doc["complete"] is False and GONE in doc["error"], doc["error"]
+        assert doc["verdict"] is None and doc["bad_ranges"] == [] and not doc["fix_command"], doc["verdict"]
+        if step == "quick verify":       # the saved bytes cannot go back to a gone device: kept, said so
+            assert doc["preserve"]["status"] == "kept" and GONE in doc["preserve"]["message"], doc["preserve"]
+            assert "the filesystem is full" not in json.dumps(doc)
+    else:
+        results = stored(guest, db, "results", identity)
+        assert len(results) == 1 and results[0]["complete"] is False and results[0]["error"], results
+        assert results[0]["target"]["kind"] == ("directory" if vfat else "device")
+        assert not all(t["complete"] for t in results[0]["tests"])
+
+
+def test_an_sd_card_taken_out_in_the_middle_of_a_raw_run(guest):
+    """The SD card's medium taken out of the native slot (blockdev-remove-medium) while `run
+    /dev/mmcblk0` reads it: the same one line, incomplete record, nothing left."""
+    guest.add_node("sdpull", guest.image_path("sdpull", CARD), "tg4")
+    guest.qmp.cmd("blockdev-insert-medium", id="sdcard", **{"node-name": "sdpull"})
+    assert guest.wait_for("test -e /sys/block/mmcblk0", 60).rc == 0
+    db = "/tmp/home/pull.sqlite"
+
+    def take_out():
+        guest.qmp.cmd("blockdev-remove-medium", id="sdcard")
+        guest.qmp.cmd("blockdev-del", **{"node-name": "sdpull"})
+
+    rc, out, err, began, took = pull_in_the_middle(
+        guest, f"python3 -m cardbench run /dev/mmcblk0 --runs 3 --db {db}", "mmcblk0", take_out, field=3, past=16384)
+    print(f"SD taken out {began:.1f} s after the start, the command ended {took - began:.1f} s later "
+          f"(rc {rc}): {err.strip()}")
+    one_line(rc, err, GONE)
+    assert out == "", out
+    left_alone(guest, "mmcblk0", False)
+    results = stored(guest, db, "results", f"serial:aa-XY-0xdeadbeef:{CARD}")
+    assert len(results) == 1 and results[0]["complete"] is False and results[0]["error"], results
+    assert results[0]["target"]["kind"] == "device" and results[0]["reader"]["kind"] == "native"
