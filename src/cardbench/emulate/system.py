@@ -145,15 +145,19 @@ def abort_fuse(mountpoint: str | os.PathLike) -> bool:
     m = fuse_mount(mountpoint)
     if m is None:
         return False
-    if not os.path.ismount(FUSECTL):
-        # fusectl is mounted by systemd, not by the kernel: without it (a container, a minimal
-        # VM: seen on the CI machines) there is no connection to abort
-        run(["mount", "-t", "fusectl", "fusectl", FUSECTL], check=False)
+    # fusectl is mounted by systemd, not by the kernel: without it (a container, a minimal VM:
+    # seen on the CI machines) there is no connection to abort, so mount it for the abort and
+    # leave the machine as it was found
+    ours = not os.path.ismount(FUSECTL) and run(["mount", "-t", "fusectl", "fusectl", FUSECTL],
+                                                 check=False).returncode == 0
     try:
         Path(f"{FUSECTL}/{m.kernel_dev}/abort").write_text("1")
         return True
     except OSError:
         return False
+    finally:
+        if ours:
+            run(["umount", FUSECTL], check=False)
 
 
 def umount(path: str | os.PathLike, *, timeout: float = COMMAND_TIMEOUT, lazy_fallback: bool = True) -> None:
