@@ -292,6 +292,22 @@ def test_real_hdparm_on_a_loop_device(tmp_path):
     assert len(bad_rep.flags) == 1
 
 
+# what real hdparm printed for a cached loop device in CI: the seconds round to 0.00, the rate is its own
+HDPARM_UNDER_5MS = ("\n/dev/loop0:\n Timing O_DIRECT disk reads:  32 MB in  0.00 seconds = 9037.00 MB/sec\n")
+
+
+def test_hdparm_seconds_printed_as_zero_take_the_time_from_its_rate():
+    t = import_text(HDPARM_UNDER_5MS, fmt="hdparm").results[0].test("raw_read_direct")
+    assert t.median_bytes_per_s == pytest.approx(9037.00 * MiB, rel=1e-6)
+    assert t.runs[0].seconds == pytest.approx(32 / 9037.00, rel=1e-6) and t.runs[0].seconds < 0.005
+    assert any("0.00 seconds (under 0.005 s)" in w for w in t.warnings)
+    # 32 MiB in under 0.005 s is at least 6400 MiB/s: a printed 100 MB/sec cannot be, and is flagged
+    slow = import_text(HDPARM_UNDER_5MS.replace("9037.00", "100.00"), fmt="hdparm")
+    assert len(slow.flags) == 1 and "under 0.005 s" in str(slow.flags[0])
+    with pytest.raises(UsageError, match="line 3: zero seconds and a zero rate"):
+        import_text(HDPARM_UNDER_5MS.replace("9037.00", "0.00"), fmt="hdparm")
+
+
 def test_real_dd_and_every_coreutils_wording(tmp_path):
     target = tmp_path / "out.bin"
     cmd = ["dd", "if=/dev/zero", f"of={target}", "bs=1M", "count=8", "conv=fsync"]
