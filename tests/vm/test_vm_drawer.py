@@ -71,8 +71,15 @@ def session(guest):
     return lines, err, readers.json(), polled_before, poll
 
 
+def story(lines, err) -> str:
+    """What the session did, for a failing check: each line's device and card, and the drawer's own words."""
+    return "\n".join([f"{len(lines)} lines: " + repr([(x.get("device"), (x.get("result") or {}).get("card", {})
+                                                        .get("identity")) for x in lines]), err[-3000:]])
+
+
 def test_two_sticks_are_two_cards_and_a_stick_again_is_itself(session):
     lines, err, readers, _, _ = session
+    assert len(lines) == 6, story(lines, err)
     s1, s2, s1_again = (x["result"] for x in lines[:3])
     assert s1["card"]["identity"] == f"serial:S1:{STICK}" and s2["card"]["identity"] == f"serial:S2:{STICK}"
     assert s1_again["card"]["identity"] == s1["card"]["identity"]
@@ -94,7 +101,7 @@ def test_cards_swapped_in_a_reader_are_each_noticed_behind_one_reader(session):
     assert "Already in: /dev/sda; not tested" in err
     assert "1000" in poll                            # the watcher asked it to
     swapped = [x["result"] for x in lines[3:5]]
-    assert len(swapped) == 2
+    assert len(lines) == 6 and all(r["card"]["capacity_bytes"] == CARD for r in swapped), story(lines, err)
     assert all(r["reader"]["kind"] == "reader" for r in swapped)
     assert swapped[0]["reader"]["identity"] == swapped[1]["reader"]["identity"]
     assert "#RDR1" in swapped[0]["reader"]["name"]
