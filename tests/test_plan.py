@@ -73,6 +73,25 @@ def test_fat32_with_60gb_free_caps_every_file_a_test_writes():
     assert make_plan(fat, RunOptions(size=2 * GB)).warnings == []
 
 
+def test_the_plan_in_words_on_fat32():
+    """`run --plan` as a person reads it (report.plan): the room, the FAT32 file limit, how often
+    each test runs, each file's bytes, the warning, and that nothing was written."""
+    from cardbench.report.plan import plan_document, render_plan
+    fat = fat32_60gb()
+    opts = RunOptions(size=8 * GB, extra_tests=["rand_write_4k_q1t1"], sustained=True, runs=5, warmup=0)
+    doc = plan_document(fat, make_plan(fat, opts), opts)
+    assert (doc["runs"], doc["warmup"], doc["duration_s"]) == (5, 0, 3.0)
+    assert doc["largest_file"] == FAT_FILE_LIMIT and doc["largest_file_by"] == "FAT32"
+    lines = render_plan(doc).splitlines()
+    assert lines[0] == "/model: 60.0 GB free; FAT32 holds files up to 4.3 GB", lines
+    assert lines[1] == "Each test: 5 timed runs, no warm-up run."
+    assert lines[2] == f"  seq_write (sync), {doc['jobs'][0]['bytes'] / GB:.1f} GB in one file"
+    assert any(x.startswith("  rand_write_4k_q1t1 (queued), ") and x.endswith("in one file, 3 s a run") for x in lines)
+    assert any(x.startswith("  sustained_write (sync), 4.3 GB in one file, one pass") for x in lines)
+    assert any(x.startswith("  warning: ") and "FAT32" in x for x in lines)
+    assert lines[-1] == "Nothing was written (--plan)." and max(map(len, lines[:-2])) <= 80
+
+
 def test_other_filesystems_are_not_capped():
     ext = target_model(free=60 * GB, fstype="exfat")
     assert file_limit(ext) == (None, None)

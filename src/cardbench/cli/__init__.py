@@ -140,26 +140,15 @@ def _extra_tests(profile: str, test_names: str | None) -> list[str]:
 
 def _show_plan(out, target, opts) -> None:
     """`run --plan`: the plan (cardbench.plan.make_plan) on the target as it is now, nothing written."""
-    from cardbench.plan import file_limit, make_plan
-    from cardbench.units import fmt_size
+    from cardbench.plan import make_plan
+    from cardbench.report.plan import plan_document, render_plan
     opts.validate()
-    plan = make_plan(target, opts)
-    limit, limit_name = file_limit(target)
-    space = target.space()
-    doc = {"target": target.path, "filesystem": target.filesystem.describe() if target.filesystem else None,
-           "free_bytes": space.free, "largest_file": limit, **plan.to_dict()}
+    doc = plan_document(target, make_plan(target, opts), opts)
     if out.json:
         import json
         out.echo(json.dumps(doc, indent=2))
-        return
-    lines = [f"{target.path}: {fmt_size(space.free)} free"
-             + (f"; {limit_name} holds files up to {fmt_size(limit)}" if limit else "")]
-    for j in plan.jobs:
-        size = "" if j.bytes is None else (f", up to {fmt_size(j.bytes)} (chosen by probes)" if j.auto
-                                           else f", {fmt_size(j.bytes)}")
-        lines.append(f"  {j.name} ({j.engine}){size}" + (" in one file" if j.writes and j.bytes else ""))
-    lines += [f"  warning: {w}" for w in plan.warnings]
-    out.echo("\n".join(lines))
+    else:
+        out.echo(render_plan(doc))
 
 
 def _validate_label(label: str) -> None:
