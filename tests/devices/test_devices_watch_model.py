@@ -23,11 +23,12 @@ def read(path):
         return f.read().strip()
 
 
-def disk(root, name, *, port=1, lun=0, size=262144, removable=1, events="media_change", poll=-1):
+def disk(root, name, *, port=1, lun=0, size=262144, removable=1, events="media_change", poll=-1, diskseq=None):
     real = os.path.join(root, USB.format(port=port, h=port + 5, lun=lun, name=name))
     for attr, value in (("size", size), ("removable", removable), ("events", events),
-                        ("events_poll_msecs", poll), ("dev", f"8:{16 * port + lun}")):
-        put(os.path.join(real, attr), str(value))
+                        ("events_poll_msecs", poll), ("dev", f"8:{16 * port + lun}"), ("diskseq", diskseq)):
+        if value is not None:
+            put(os.path.join(real, attr), str(value))
     os.makedirs(os.path.join(root, "block"), exist_ok=True)
     link = os.path.join(root, "block", name)
     if not os.path.islink(link):
@@ -108,3 +109,28 @@ def test_a_stick_in_the_port_a_reader_left_is_a_stick(tmp_path):
         disk(root, "sdb", removable=0, size=65536)         # a stick in the same port
         assert [c.inserted for c in w.scan() if c.name == "sdb"] == [True]
         assert w.hint("sdb").arrived_with_medium and not w.hint("sdb").medium_changed
+
+
+def test_a_card_swapped_in_a_reader_is_seen_at_its_own_size(tmp_path):
+    """What a 6.1 kernel did under QEMU (a usb-bot reader, its card swapped over QMP): at its next
+    poll it raised diskseq and said DISK_MEDIA_CHANGE, but sysfs kept the old card's size until the
+    device was opened. A drawer that read the size then tested a 48 MiB "card" that was the
+    32 MiB one. The watcher opens the device (revalidate) on a new diskseq before it reads."""
+    root = tree(tmp_path)
+    real = disk(root, "sda", size=98304, diskseq=1)          # 48 MiB in the reader at start
+    opened = []
+
+    def kernel_open(name):                                   # sd_open reads the new medium's capacity
+        opened.append(name)
+        put(os.path.join(real, "size"), "65536")
+
+    with Watcher(method="poll", sysfs_root=root, revalidate=kernel_open) as w:
+        assert w.scan() == [] and opened == []
+        put(os.path.join(real, "diskseq"), "2")              # the poll saw the swap; size still 98304
+        (change,) = w.scan()
+        assert opened == ["sda"] and change.inserted and change.size == 65536 * 512
+        assert w.scan() == [] and opened == ["sda"]          # that medium is known now: no second card
+        put(os.path.join(real, "diskseq"), "3")              # another card of the same size
+        (change,) = w.scan()
+        assert change.size == 65536 * 512 and opened == ["sda", "sda"]
+        assert w.hint("sda").medium_changed

@@ -74,7 +74,7 @@ def session(guest):
 def story(lines, err) -> str:
     """What the session did, for a failing check: each line's device and card, and the drawer's own words."""
     return "\n".join([f"{len(lines)} lines: " + repr([(x.get("device"), (x.get("result") or {}).get("card", {})
-                                                        .get("identity")) for x in lines]), err[-3000:]])
+                                                        .get("identity")) for x in lines]), err[:4000]])
 
 
 def test_two_sticks_are_two_cards_and_a_stick_again_is_itself(session):
