@@ -61,7 +61,8 @@ def session(guest):
     guest.add_node("sdcard0", guest.image_path("sdcard0", CARD))       # an SD card into the native slot
     guest.qmp.cmd("blockdev-insert-medium", id="sdcard", **{"node-name": "sdcard0"})
     card_done()
-    r = guest.wait_for("! pgrep -f 'cardbench drawer' >/dev/null", 60)
+    r = guest.wait_for("! pgrep -f '[c]ardbench drawer' >/dev/null", 120)   # [c]: not this shell itself
+    assert r.rc == 0, guest.run("tail", "-20", "/tmp/drawer.err").stdout
     lines = [json.loads(x) for x in guest.run("cat", "/tmp/drawer.out").stdout.splitlines() if x.startswith("{")]
     err = guest.run("cat", "/tmp/drawer.err").stdout
     print("drawer lines:", [(x.get("device"), (x.get("result") or {}).get("card", {}).get("identity")) for x in lines])

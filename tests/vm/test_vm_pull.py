@@ -3,7 +3,9 @@ a USB stick pulled (QMP ``device_del``) during a raw read, a file run on kernel 
 verify of the raw stick, the full verify of a vfat directory on it and of the raw stick; an SD
 card whose medium is taken out of the native slot (``blockdev-remove-medium``) during a raw run.
 Each: one line on stderr, the partial record stored incomplete with its error (a verify: no verdict drawn from what
-it could not read or write), no cardbench process left, nothing mounted by cardbench."""
+it could not read or write), no cardbench process left, nothing mounted by cardbench. And a
+stick pulled mid test in a drawer session: that card stored incomplete, the session going on to
+the next stick."""
 
 from __future__ import annotations
 
@@ -115,3 +117,43 @@ def test_an_sd_card_taken_out_in_the_middle_of_a_raw_run(guest):
     results = stored(guest, db, "results", f"serial:aa-XY-0xdeadbeef:{CARD}")
     assert len(results) == 1 and results[0]["complete"] is False and results[0]["error"], results
     assert results[0]["target"]["kind"] == "device" and results[0]["reader"]["kind"] == "native"
+
+
+def test_a_stick_pulled_in_a_drawer_session_and_the_session_goes_on(guest):
+    """A drawer session on the kernel's hotplug: a stick (4 MB/s) pulled while its raw read is under
+    way is one card stored incomplete with the device gone, and the session goes on to test the
+    next stick plugged in, whole."""
+    db = "/tmp/home/drawer-pull.sqlite"
+    guest.run("sh", "-c", "cd /tmp && nohup python3 -m cardbench drawer --json --no-prompt --no-verify --runs 3 "
+                          f"--settle 0 --cards 2 --db {db} >/tmp/dpull.out 2>/tmp/dpull.err &")
+    assert guest.wait_for("grep -q Watching /tmp/dpull.err", 120).rc == 0, guest.run("cat", "/tmp/dpull.err").stdout
+    dev = plug_stick(guest, "pullD1", "D1", STICK, "tg4")
+    # a new stick's reads start at 0: past 8 MiB it is the raw read, not the kernel's partition scan
+    r = guest.wait_for(f"test $(awk '{{print $3}}' /sys/block/{dev}/stat) -gt 16384", 180)
+    assert r.rc == 0 and guest.run("grep", "-q", "cardbench.drawer", "/tmp/dpull.out").rc != 0, \
+        guest.run("cat", "/tmp/dpull.err").stdout[-2000:]
+    guest.unplug("pullD1", "pullD1")
+    r = guest.wait_for("grep -q cardbench.drawer /tmp/dpull.out", 120)
+    assert r.rc == 0, guest.run("cat", "/tmp/dpull.err").stdout[-2000:]
+    assert guest.wait_for(f"! test -e /sys/block/{dev}", 30).rc == 0
+    dev2 = plug_stick(guest, "pullD2", "D2", 16 << 20)
+    try:
+        r = guest.wait_for("! pgrep -f '[c]ardbench drawer' >/dev/null", 240)   # [c]: not this shell itself
+        err = guest.run("cat", "/tmp/dpull.err").stdout
+        assert r.rc == 0, err[-2000:]
+        lines = [json.loads(x) for x in guest.run("cat", "/tmp/dpull.out").stdout.splitlines() if x.startswith("{")]
+        print("drawer with a pull:", [(x["device"], x["result"]["card"]["identity"], x["result"]["complete"])
+                                      for x in lines])
+        assert len(lines) == 2, err[-3000:]
+        pulled, nxt = (x["result"] for x in lines)
+        assert pulled["card"]["identity"] == f"serial:D1:{STICK}" and pulled["complete"] is False
+        assert GONE in pulled["error"], pulled["error"]
+        assert nxt["card"]["identity"] == f"serial:D2:{16 << 20}" and nxt["complete"] is True, nxt.get("error")
+        assert "Traceback" not in err and "Testing card 2" in err and "No results stored" not in err
+        assert [x["complete"] for x in stored(guest, db, "results", f"serial:D1:{STICK}")] == [False]
+        assert [x["complete"] for x in stored(guest, db, "results", f"serial:D2:{16 << 20}")] == [True]
+        assert guest.run("pgrep", "-f", "python3 -m cardbench").rc == 1
+        assert not [x for x in guest.run("cat", "/proc/mounts").stdout.splitlines()
+                    if x.startswith((f"/dev/{dev}", f"/dev/{dev2}"))]
+    finally:
+        guest.unplug("pullD2", "pullD2")

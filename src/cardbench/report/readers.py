@@ -24,6 +24,8 @@ LEGEND = ("MB/s = 10^6 bytes per second. Evidence: the same card faster through 
           "cards read at once that do not add up (direct, `cardbench readers --probe`); several different "
           "cards at one rate (inferred); the link's own limit (an upper bound). \"possible\" means some "
           "evidence speaks against it.")
+NO_READER = ("No card measured through a reader yet (a USB stick is its own card, with no reader): "
+             "nothing to say about readers.")
 _HEADERS = ("Reader", "Cards", "Ceiling", "Direction", "At ceiling", "Confidence")
 
 
@@ -127,7 +129,8 @@ def render_readers(rows: list[dict[str, Any]], fmt: str = "table", *, width: int
     if fmt == "json":
         return json.dumps(rows, indent=2, sort_keys=True) + "\n"
     if not rows:
-        return "No results stored yet: nothing to say about readers.\n"
+        # also after a session of sticks only: a stick is its own card, with no reader to judge
+        return NO_READER + "\n"
     sentences = [reader_sentence(r) for r in rows]
     evidence = [line for r in rows for line in evidence_lines(r)] + session_lines(sessions)
     if fmt == "md":
