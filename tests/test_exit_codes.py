@@ -10,8 +10,6 @@ import re
 import signal
 from pathlib import Path
 
-import pytest
-
 from cardbench import errors
 from cardbench.errors import CardbenchError, ExitCode
 

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 

@@ -43,7 +43,7 @@ from cardbench.fiojson import load_fio_json
 from cardbench.importers.base import DEFAULT_FILE_SIZE, DEFAULT_FILE_SIZE_TEXT, ImportReport, Skipped
 from cardbench.importers.checks import Flag
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card, Result
+from cardbench.result import Card
 
 RESULTS_SCHEMA = "cardbench.results/1"
 FORMATS = ("cardbench", "fio", "fio-terse", "fio-normal", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
@@ -109,7 +109,7 @@ def _json_kind(doc) -> str:
         return "fio"
     schema = doc.get("schema") if isinstance(doc, dict) else None
     raise UsageError("JSON that is neither a cardbench export (schema cardbench.export/2) nor fio "
-                     f"--output-format=json output" + (f" (schema {schema!r})" if schema else ""))
+                     "--output-format=json output" + (f" (schema {schema!r})" if schema else ""))
 
 
 def import_cardbench(doc, *, path: str) -> ImportReport:
