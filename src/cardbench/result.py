@@ -26,6 +26,24 @@ SCHEMA = "cardbench.result/1"
 _CID_SERIAL = re.compile(r"^[0-9a-f]{2}-.{2}-0x[0-9a-f]{1,8}$")
 
 
+#: the largest count a store's integer columns hold (SQLite INTEGER, PostgreSQL bigint)
+INT64_MAX = 2**63 - 1
+
+
+def beyond_store(result: "Result") -> str | None:
+    """The first count of ``result`` (a run's bytes, operations or offset) too large for a
+    store's 64-bit integers, in words ("rand_read_4k run 1: ops 3.1e+19"), or None. Only an
+    imported file can hold one (a mangled runtime times a rate); it is refused, not stored."""
+    for t in result.tests:
+        for kind, runs in (("warm-up", t.warmup), ("run", t.runs)):
+            for i, x in enumerate(runs, 1):
+                for name in ("bytes", "ops", "offset"):
+                    v = getattr(x, name)
+                    if v is not None and not -INT64_MAX <= v <= INT64_MAX:
+                        return f"{t.name} {kind} {i}: {name} {v:.3g} is beyond any device"
+    return None
+
+
 @dataclass
 class Run:
     """One timed repetition: bytes moved and seconds taken (plus optional per-operation detail)."""

@@ -383,3 +383,21 @@ def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
 def test_mangled_exports_name_the_line_or_key(text, where, tmp_path):
     with pytest.raises(UsageError, match=where + ".*nothing imported"):
         import_text(text)
+
+
+#: what hypothesis generated in CI: fio terse v3 with a read runtime of 1e17 ms (field 9), so its
+#: operations (IOPS x runtime) were beyond SQLite's 64-bit INTEGER and the store raised OverflowError
+TERSE_HUGE_RUNTIME = "3;fio-2.2.10;rand_read_4k;1;0;1227748;1226521;306630;100100000000000000.01;0;0;0.000000;0.000000;1;4056;2.678064;10.123555;1.000000%=1;5.000000%=1;10.000000%=1;20.000000%=2;30.000000%=2;40.000000%=2;50.000000%=2;60.000000%=2;70.000000%=2;80.000000%=2;90.000000%=3;95.000000%=3;99.000000%=43;99.500000%=48;99.900000%=74;99.950000%=82;99.990000%=124;0%=0;0%=0;0%=0;1;4056;2.746277;10.135023;956936;956936;78.020352%;956936.000000;0.000000;0;0;0;0;0;0;0.000000;0.000000;0;0;0.000000;0.000000;1.000000%=0;5.000000%=0;10.000000%=0;20.000000%=0;30.000000%=0;40.000000%=0;50.000000%=0;60.000000%=0;70.000000%=0;80.000000%=0;90.000000%=0;95.000000%=0;99.000000%=0;99.500000%=0;99.900000%=0;99.950000%=0;99.990000%=0;0%=0;0%=0;0%=0;0;0;0.000000;0.000000;0;0;0.000000%;0.000000;0.000000;24.300000%;64.000000%;3702;0;7;100.0%;0.0%;0.0%;0.0%;0.0%;0.0%;0.0%;17.64%;80.47%;0.28%;0.04%;1.15%;0.41%;0.02%;0.01%;0.01%;0.01%;0.01%;0.00%;0.01%;0.00%;0.00%;0.00%;0.00%;0.00%;0.00%;0.00%;0.00%;0.00%;vda;7007;39;0;8;310;221;552;7.71%\n"
+
+
+def test_a_figure_beyond_a_stores_integers_is_refused_in_one_line(tmp_path):
+    from cardbench.result import Result, Run, TestResult
+    with pytest.raises(UsageError, match=r"ops 3.07e\+19 is beyond any device; nothing imported"):
+        import_text(TERSE_HUGE_RUNTIME)
+    # an export carrying such a count (edited by hand) is refused the same way, nothing stored
+    r = Result(target={"kind": "directory", "path": "/media/card"},
+               tests=[TestResult("seq_write", {}, runs=[Run(2**64, 1.0)])])
+    p = tmp_path / "export.json"
+    p.write_text(json.dumps(r.to_dict()))
+    with pytest.raises(UsageError, match=r"bytes 1.84e\+19 is beyond any device"):
+        import_file(p)

@@ -11,7 +11,7 @@ from typing import Any
 from cardbench import __version__
 from cardbench.errors import UsageError
 from cardbench.importers.checks import Flag, Printed, check_row
-from cardbench.result import Card, Reader, Result, Run, TestResult
+from cardbench.result import Card, Reader, Result, Run, TestResult, beyond_store
 from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
 
 #: The file size a survey's write times refer to when neither the option nor the file says:
@@ -245,6 +245,9 @@ def imported_result(*, path: str, fmt: str, digest: str, key: str, tests: list[T
                source=f"import-{fmt}")
     r.started_at = started or r.started_at
     r.finished_at = None
+    too_large = beyond_store(r)
+    if too_large:
+        raise bad_input(path, key, too_large)
     return r
 
 

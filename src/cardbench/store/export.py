@@ -27,7 +27,7 @@ from typing import Any
 
 from cardbench.errors import UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card, Result
+from cardbench.result import Card, Result, beyond_store
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
 
 EXPORT_SCHEMA = "cardbench.export/2"
@@ -144,7 +144,11 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             problem = result_problem(d)
             if problem:
                 raise ValueError(problem)
-            out.results.append(Result.from_dict(d))
+            result = Result.from_dict(d)
+            problem = beyond_store(result)
+            if problem:
+                raise ValueError(problem)
+            out.results.append(result)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
