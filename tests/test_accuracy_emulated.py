@@ -7,7 +7,6 @@ import os
 import re
 
 import pytest
-
 from realparts import ROOT, call_cli
 
 from cardbench.result import Card

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from ata_blocks import build_identify
-from realparts import ROOT, loop_device, call_cli
+from realparts import ROOT, call_cli, loop_device
 
 from cardbench.devices.ata import AtaProbe, decode_identify, read_identify
 from cardbench.devices.identity import apply_ata

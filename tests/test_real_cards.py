@@ -12,9 +12,17 @@ import sys
 import uuid
 
 import pytest
-
-from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, call_cli, run_cli_as, sh,
-                       unprivileged_user)
+from realparts import (
+    ROOT,
+    call_cli,
+    can_emulate,
+    emulators_under,
+    loop_device,
+    mounted,
+    run_cli_as,
+    sh,
+    unprivileged_user,
+)
 
 from cardbench.result import Card
 from cardbench.runner import RunOptions, largest_fit, run_directory
@@ -255,7 +263,8 @@ def test_short_runs_are_warned_about(loop_ext4):
 def test_filesystem_on_the_device(mkfs, expect):
     """What a FUSE mount's device holds (mountinfo says only "fuseblk"), from its boot sector."""
     import shutil
-    from cardbench.workloads.coldness import filesystem_on
+
+    from cardbench.devices.mounts import filesystem_on
     if not shutil.which(mkfs[0]):
         pytest.skip(f"needs {mkfs[0]}")
     with loop_device(64 << 20) as dev:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from realparts import ROOT, call_cli
 
 from cardbench.store import open_store

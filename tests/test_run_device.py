@@ -8,8 +8,7 @@ import json
 import os
 
 import pytest
-
-from realparts import ROOT, loop_device, mounted, call_cli, sha256_device
+from realparts import ROOT, call_cli, loop_device, mounted, sha256_device
 
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device

@@ -10,8 +10,7 @@ import sys
 import time
 
 import pytest
-
-from realparts import loop_device, mounted, call_cli, sh
+from realparts import call_cli, loop_device, mounted, sh
 
 from cardbench.result import SCHEMA, Result
 from cardbench.runner import RunOptions, largest_fit, run_directory

@@ -15,7 +15,8 @@ from realparts import run_cli, sh
 from cardbench.engine.errors import io_error
 from cardbench.errors import TargetError, UsageError
 from cardbench.session import say_gone
-from cardbench.target import DeviceTarget, DirTarget, cannot_use, open_target, shown
+from cardbench.engine.errors import cannot_use, shown
+from cardbench.target import DeviceTarget, DirTarget, open_target
 
 
 def one_line(p) -> str:

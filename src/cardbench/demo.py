@@ -23,10 +23,17 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from cardbench.emulate import CardSpec, EmulatedReader
 from cardbench.errors import EnvironmentMissing
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result
+from cardbench.runner import RunOptions, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB
+from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from cardbench.workloads.shared import read_together
+
+from .emulate.system import load_mfusepy
 
 SPEED_FACTOR = 3
 FILE_BYTES = 6 * MB
@@ -77,7 +84,6 @@ def check_environment() -> None:
             raise EnvironmentMissing(f"the demo needs {tool} (util-linux/e2fsprogs); "
                                      "try `cardbench run DIRECTORY` instead")
     try:
-        from .emulate.system import load_mfusepy
         load_mfusepy()
     except (ImportError, OSError, EnvironmentMissing):
         raise EnvironmentMissing("the demo needs libfuse3 (apt-get install fuse3); "
@@ -87,8 +93,6 @@ def check_environment() -> None:
 def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, file_bytes: int, runs: int,
                progress: ProgressReporter | None) -> Result:
     """One card behind ``reader``: ext4, the standard test, then the card is taken out."""
-    from cardbench.emulate import CardSpec
-    from cardbench.runner import RunOptions, run_directory
     spec = CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
                     read_rate=c.read_mb_s * MB * factor, name=name)
     card = reader.add_card(spec)
@@ -97,7 +101,7 @@ def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, 
             opts = RunOptions(size=file_bytes, runs=runs, progress=progress or NullProgress(),
                               card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
                               reader=Reader(name=reader_name, transport="usb"))
-            result = run_directory(mnt, opts)
+            result = run_directory(DirTarget.open(mnt), opts)
     finally:
         reader.remove_card(card)
     result.source = "demo"
@@ -120,7 +124,6 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
     end two cards in the capped reader's slots read at once; ``on_evidence(finding)`` gets that
     :func:`cardbench.verdicts.readers.judge_shared` finding (with ``reader_identity``).
     """
-    from cardbench.emulate import CardSpec, EmulatedReader
 
     check_environment()
     cards = DRAWER if cards is None else cards
@@ -141,8 +144,6 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
             if on_result:
                 on_result(c, result)
         if evidence and ceiling is not None and len(cards) >= 2:
-            from cardbench.verdicts.readers import judge_shared
-            from cardbench.workloads.shared import read_together
             two = sorted(cards, key=lambda c: c.read_mb_s)[-2:]
             slots = [reader.add_card(CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
                                               read_rate=c.read_mb_s * MB * factor, name=f"slot{i}"))
@@ -162,7 +163,6 @@ def reader_answer(done: list[tuple[DemoCard, Result]], probes: list[dict] | None
     """The answer to the survey's question from the demo's results: the capped reader's entry of
     :func:`cardbench.verdicts.readers.reader_ceilings` (``entry``), its ceiling, and the cards it
     hides: those whose set read rate is above it (``hidden``: [(card, set, measured)] in bytes/s)."""
-    from cardbench.verdicts.readers import reader_ceilings
     results = [r for _, r in done]
     identity = Reader(name=READER_NAME, transport="usb").identity()
     entry = next((e for e in reader_ceilings(results, probes=probes) if e["identity"] == identity), None)

@@ -34,12 +34,36 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cardbench.devices.discovery import get_device
+from cardbench.devices.identity import identify
+from cardbench.devices.watch import Watcher, reader_key
 from cardbench.errors import CardbenchError, Interrupted, StoreError
+from cardbench.evidence import (
+    probe_document,
+    probe_findings,
+    probe_reader_identity,
+    session_document,
+)
 from cardbench.progress import NullProgress, ProgressReporter
-from cardbench.result import Card, Reader, Result
+from cardbench.record import record
+from cardbench.result import Card, Reader, Result, now_iso
+from cardbench.runner import (
+    PROFILES,
+    DeviceOptions,
+    RunOptions,
+    run_device,
+    run_directory,
+)
+from cardbench.target import DirTarget, open_target
+from cardbench.store import open_store
+from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from cardbench.verify.quick import verify_device
+from cardbench.workloads import raw
+from cardbench.workloads.shared import read_together
 
 SCHEMA = "cardbench.drawer/1"
 #: seconds a card is given to be automounted before it is tested unmounted
@@ -127,14 +151,12 @@ def save_card(outcome: CardOutcome, db: str | None):
     """Store a card's result (also a partial one) and verify document through
     :func:`cardbench.record.record` (the one save: the stored results of its reader are judged
     again, and what the store cannot take is kept in the outbox). Returns the ``Recorded``."""
-    from cardbench.record import record
     return record([x for x in (outcome.result, outcome.verify) if x is not None], db)
 
 
 def raw_positions(path: str) -> int:
     """How many 1 MiB-or-larger samples a raw_read sweep takes so it lasts ~SWEEP_SECONDS on this
     card (at least MIN_POSITIONS): a 1 MB/s card gets 4, a fast one 16."""
-    from cardbench.workloads import raw
     per_second = raw.auto_sample(path, 1, target_seconds=1.0)   # ~ bytes read in one second
     return max(MIN_POSITIONS, min(MAX_POSITIONS, int(per_second * SWEEP_SECONDS) // raw.BLOCK))
 
@@ -162,8 +184,6 @@ class DrawerSession:
         self.cut_short: str | None = None
         self._probed: set[str] = set()
         #: this session's id and start, and the cardbench.probe/1 documents of its probes
-        import uuid
-        from cardbench.result import now_iso
         self.session_id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.probe_docs: list[dict[str, Any]] = []
@@ -195,7 +215,6 @@ class DrawerSession:
             self.save_session()      # also on Ctrl-C/SIGTERM: which cards, in what order, its verdict
 
     def _watch(self, stop: Callable[[], bool] | None, max_cards: int | None) -> list[CardOutcome]:
-        from cardbench.devices.watch import Watcher
         o = self.opts
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
             self._watcher = watcher
@@ -224,7 +243,6 @@ class DrawerSession:
 
     @staticmethod
     def _holds_system(path: str) -> bool:
-        from cardbench.devices import get_device
         try:
             return get_device(path, whole_device=True).system
         except CardbenchError:
@@ -237,7 +255,6 @@ class DrawerSession:
     # -- one card -----------------------------------------------------------------------------
     def _settle(self, path: str):
         """Wait up to ``settle`` s for a mount; the device as then found (None if it went)."""
-        from cardbench.devices import get_device
         deadline = time.monotonic() + self.opts.settle
         while True:
             try:
@@ -253,7 +270,6 @@ class DrawerSession:
     def test_card(self, path: str) -> CardOutcome | None:
         """Identify, recall or ask, test, store and report one card; None when it is not one
         to test (gone before the test, the system disk)."""
-        from cardbench.devices.identity import identify
         dev = self._settle(path)
         if dev is None:
             self._event("gone", device=path)
@@ -297,7 +313,6 @@ class DrawerSession:
     def _recall(self, probe: Card) -> Card | None:
         if not self.opts.save and not self.opts.db:
             return None
-        from cardbench.store import open_store
         try:
             with open_store(self.opts.db) as store:
                 return recall(store.cards(), probe)
@@ -305,18 +320,16 @@ class DrawerSession:
             return None
 
     def _run_directory(self, outcome: CardOutcome, mnt: str, card: Card, reader: Reader, progress) -> None:
-        from cardbench.runner import PROFILES, RunOptions, run_directory
         opts = RunOptions(runs=self.opts.runs, card=card, reader=reader, label=card.label, progress=progress,
                           extra_tests=list(PROFILES[self.opts.profile]))
         try:
-            outcome.result = run_directory(mnt, opts)
+            outcome.result = run_directory(DirTarget.open(mnt), opts)
         except CardbenchError as e:
             if isinstance(e, Interrupted):
                 raise
             self._take_partial(outcome, e)
 
     def _run_device(self, outcome: CardOutcome, dev, card: Card, reader: Reader, progress) -> None:
-        from cardbench.runner import DeviceOptions, run_device
         path = dev.path
         if not os.access(path, os.R_OK):
             outcome.skipped.append("raw_read, raw_access and verify: reading the raw device needs root "
@@ -324,7 +337,7 @@ class DrawerSession:
             return
         try:
             positions = raw_positions(path)
-            outcome.result = run_device(path, DeviceOptions(runs=self.opts.runs, positions=positions,
+            outcome.result = run_device(open_target(path, kinds=("device",), whole_device=True), DeviceOptions(runs=self.opts.runs, positions=positions,
                                                             access_seconds=ACCESS_SECONDS, card=card,
                                                             reader=reader, label=card.label, progress=progress))
         except CardbenchError as e:
@@ -340,10 +353,9 @@ class DrawerSession:
         if not os.access(path, os.W_OK) or os.geteuid() != 0:
             outcome.skipped.append("verify: writing (and restoring) blocks of the raw device needs root")
             return
-        from cardbench.verify.quick import verify_device
         self._event("verifying", device=path, budget=self.opts.verify_budget)
         try:
-            outcome.verify = verify_device(path, time_budget=self.opts.verify_budget, progress=progress)
+            outcome.verify = verify_device(open_target(path, kinds=("device",), whole_device=True), time_budget=self.opts.verify_budget, progress=progress)
         except CardbenchError as e:
             if isinstance(e, Interrupted):
                 raise
@@ -362,8 +374,6 @@ class DrawerSession:
 
     def _damaged(self, dev, card: Card, reader: Reader, err: CardbenchError) -> Result:
         """A result for a card that could not be read at all: incomplete, with the error."""
-        from cardbench.devices.identity import identify
-        from cardbench.result import now_iso
         result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
                                 "transport": dev.transport, "model": dev.model}, card=card, reader=reader)
         identify(dev, result.card, result.reader, result.target, hint=self._hint(dev.path))
@@ -403,8 +413,6 @@ class DrawerSession:
         """Two tested cards still in, behind one reader: read them at once, once per reader."""
         if not self.opts.probe_shared or outcome.mode != "device" or outcome.result is None:
             return
-        from cardbench.devices.discovery import get_device
-        from cardbench.devices.watch import reader_key
         name = os.path.basename(outcome.device)
         key = reader_key(name)
         if key is None or key in self._probed:
@@ -420,8 +428,6 @@ class DrawerSession:
                 continue
         if len(mates) < 2:
             return
-        from cardbench.verdicts.readers import judge_shared
-        from cardbench.workloads.shared import read_together
         self._probed.add(key)
         self._event("probing", devices=mates)
         try:
@@ -435,7 +441,6 @@ class DrawerSession:
     def add_probe(self, finding: dict[str, Any], reader: Reader, cards: dict[str, Card]) -> dict[str, Any]:
         """Keep a :func:`judge_shared` finding of this session: it joins the session's reader
         verdict and is stored as a ``cardbench.probe/1`` document (returned)."""
-        from cardbench.evidence import probe_document
         finding["reader"] = reader.name or reader.identity()
         finding["reader_identity"] = reader.identity()
         doc = probe_document(finding, reader=reader, session_id=self.session_id, cards=cards)
@@ -450,7 +455,6 @@ class DrawerSession:
         """Store a probe or session document (the one save path); a failure is said, as a card's is."""
         if not self.opts.save:
             return False
-        from cardbench.record import record
         what = "the reader probe" if device is not None else "this drawer session"
         try:
             rec = record(doc, self.opts.db)
@@ -466,7 +470,6 @@ class DrawerSession:
 
     def session_document(self) -> dict[str, Any]:
         """This session as a ``cardbench.session/1`` document (:mod:`cardbench.evidence`)."""
-        from cardbench.evidence import session_document
         return session_document(self.outcomes, self.probe_docs, self.reader_verdict(), started_at=self.started_at,
                                 session_id=self.session_id)
 
@@ -486,13 +489,10 @@ class DrawerSession:
         """The readers of this session's cards, judged over everything stored of those readers
         (this session's results when nothing is stored), plus the shared-ceiling probes: this
         session's and those stored before of the same readers."""
-        from cardbench.evidence import probe_findings, probe_reader_identity
-        from cardbench.verdicts.readers import reader_ceilings
         results = self.results()
         probes = list(self.probes)
         if self.opts.save:
             try:
-                from cardbench.store import open_store
                 ids = {r.reader.identity() for r in results}
                 with open_store(self.opts.db) as store:
                     results = [r for r in store.results() if r.reader.identity() in ids] or results

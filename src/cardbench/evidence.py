@@ -34,6 +34,7 @@ from typing import Any, Iterable
 
 from cardbench.result import Card, Reader, now_iso
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA
+from cardbench.verdicts.readers import judge_shared
 
 FINDING_KEYS = ("kind", "direction", "ceiling_bytes_per_s", "confidence", "cards_at_ceiling", "evidence")
 VERDICT_KEYS = ("identity", "name", "cards", "ceiling_bytes_per_s", "direction", "cards_at_ceiling", "confidence", "kind",
@@ -62,7 +63,6 @@ def probe_reader_identity(doc: dict[str, Any]) -> str | None:
 def probe_findings(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stored probes as :func:`cardbench.verdicts.readers.reader_ceilings` takes them: each judged
     again from its measured figures, with its reader, id and time."""
-    from cardbench.verdicts.readers import judge_shared
     out = []
     for doc in docs:
         measured = doc.get("measured")

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cardbench.engine.registry import engine_info
 from cardbench.errors import TargetError, UsageError
-from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin, shown
+from cardbench.engine.errors import shown
+from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin
 from cardbench.units import MiB, fmt_size
+from cardbench.verdicts.labels import parse_label
+from cardbench.workloads.random import parse_pattern
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "PROFILES", "Plan", "PlanJob", "area_size", "auto_cap",
            "cap_size", "check_size", "extra_engine", "file_limit", "largest_fit", "make_plan", "next_probe",
@@ -176,7 +180,6 @@ def wanted_extra_tests(extra_tests: list[str], label: str | None) -> tuple[list[
     names = list(extra_tests)
     why = None
     if label:
-        from cardbench.verdicts.labels import parse_label
         if any(c.name in ("A1", "A2") for c in parse_label(label)):
             missing = [n for n in PROFILES["app"] if n not in names]
             if missing:
@@ -188,8 +191,6 @@ def wanted_extra_tests(extra_tests: list[str], label: str | None) -> tuple[list[
 def extra_engine(name: str, engine: str | None) -> str:
     """The engine of the extra test ``name``: ``engine`` (default queued) where it can keep the
     test's queue depth in flight, else queued."""
-    from cardbench.engine.registry import engine_info
-    from cardbench.workloads.random import parse_pattern
     chosen = engine or "queued"
     if parse_pattern(name).queue_depth > engine_info(chosen).caps.max_queue_depth:
         chosen = "queued"

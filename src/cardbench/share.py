@@ -20,9 +20,9 @@ import json
 import os
 import threading
 import time
-from contextlib import contextmanager
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -31,6 +31,8 @@ import click
 from cardbench.errors import StoreError, UsageError
 from cardbench.result import Result
 from cardbench.store import outbox
+from cardbench.store.core import open_store
+from cardbench.store.export import EXPORT_SCHEMA, collect
 
 SHARE_ENV = "CARDBENCH_SHARE"
 TOKEN_ENV = "CARDBENCH_TOKEN"
@@ -188,8 +190,6 @@ def _counts(items: list) -> dict[str, int]:
 def share_store(db: Any, url: str | None = None, token: str | None = None, *, batch: int = 200,
                 **filters: Any) -> Shared:
     """``cardbench share``: send what a local store holds (results in batches, documents one by one)."""
-    from cardbench.store.core import open_store
-    from cardbench.store.export import EXPORT_SCHEMA, collect
     url, token = destination(url, token)
     if not url:
         raise UsageError("--share URL (or CARDBENCH_SHARE) names the server")

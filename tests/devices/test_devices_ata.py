@@ -19,7 +19,13 @@ from devices_helpers import HERE, needs_loop
 from realparts import call_cli, can_emulate, emulators_under, stop_process
 
 from cardbench.devices import list_devices
-from cardbench.devices.ata import (IdentifyError, decode_identify, hdparm_text, identify_cdb, read_identify)
+from cardbench.devices.ata import (
+    IdentifyError,
+    decode_identify,
+    hdparm_text,
+    identify_cdb,
+    read_identify,
+)
 from cardbench.errors import CardbenchError
 
 DUMPS = os.path.join(HERE, "fixtures", "identify")

@@ -14,7 +14,6 @@ from cardbench.devices import get_device, list_devices, run_lsblk
 from cardbench.errors import TargetError, UsageError
 
 
-
 def _find(path: str):
     """The listed device with this path, or None."""
     return next((d for d in list_devices() if d.path == path), None)

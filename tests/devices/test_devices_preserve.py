@@ -9,11 +9,16 @@ import sys
 import textwrap
 
 import pytest
-from devices_helpers import device_sha256, direct_write, loop_device, mounted, needs_loop
+from devices_helpers import (
+    device_sha256,
+    direct_write,
+    loop_device,
+    mounted,
+    needs_loop,
+)
 
 from cardbench.devices.preserve import Preserver, recover_pending
 from cardbench.errors import SafetyRefusal, UsageError
-
 
 SIZE = 8 << 20
 MiB = 1 << 20

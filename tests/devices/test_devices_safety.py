@@ -8,10 +8,23 @@ import fcntl
 import os
 
 import pytest
-from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS, loop_device, mounted, needs_loop
+from devices_helpers import (
+    LAPTOP_LSBLK,
+    LAPTOP_PROC,
+    LAPTOP_SYS,
+    loop_device,
+    mounted,
+    needs_loop,
+)
 
 from cardbench.devices import get_device, list_devices
-from cardbench.devices.safety import check_destructive, confirm, identity_kind, identity_token, open_exclusive
+from cardbench.devices.safety import (
+    check_destructive,
+    confirm,
+    identity_kind,
+    identity_token,
+    open_exclusive,
+)
 from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError, UsageError
 
@@ -163,11 +176,11 @@ def test_open_errors_come_from_the_one_errno_table(err, cls, code, words):
 
 
 def test_open_exclusive_turns_an_os_error_into_its_refusal(monkeypatch):
-    import cardbench.engine.data as data
+    import cardbench.devices.safety as safety
 
     def busy(*a, **k):
         raise OSError(errno.EBUSY, "Device or resource busy")
-    monkeypatch.setattr(data, "open_raw", busy)
+    monkeypatch.setattr(safety, "open_raw", busy)
     with pytest.raises(SafetyRefusal, match="refusing to open /dev/sdz: it is in use"):
         with open_exclusive("/dev/sdz"):
             pass

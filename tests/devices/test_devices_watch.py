@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from realparts import ROOT, loop_device
 
 from cardbench.devices.watch import Watcher, parse_uevent, watched

@@ -7,7 +7,6 @@ import os
 import time
 
 import pytest
-
 from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard

@@ -8,7 +8,6 @@ import os
 import shutil
 
 import pytest
-
 from realparts import ROOT, call_cli
 
 from cardbench.engine import engine_names

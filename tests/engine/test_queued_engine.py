@@ -5,7 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from engine_helpers import data_file, emulated_card, max_overlap, needs_emulator, odirect_dir
+from engine_helpers import (
+    data_file,
+    emulated_card,
+    max_overlap,
+    needs_emulator,
+    odirect_dir,
+)
 
 from cardbench.engine import IoOp, aligned_buffer, get_engine
 from cardbench.engine.queued import MAX_QUEUE_DEPTH, QueuedEngine, io_uring_available

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from realparts import can_emulate, sha256_device  # noqa: F401
+from realparts import emulator_leftovers as leftovers
 
 from cardbench.units import MB, MiB
-from realparts import can_emulate, emulator_leftovers as leftovers, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
 

@@ -21,8 +21,18 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (card, counters, nothing_left, one_error_line, run_cli, start_cli, stored,
-                            stored_verify, wait_until, when_written)
+from faults_helpers import (
+    card,
+    counters,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    start_cli,
+    stored,
+    stored_verify,
+    wait_until,
+    when_written,
+)
 from realparts import loop_device, mounted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))

@@ -19,9 +19,24 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (card, counters, files_in, journals, needs_emulator, nothing_left, one_error_line,
-                          run_cli, scribble, sha256_device, start_cli, stored_verify, VERIFY_FILE_RE,
-                          wait_until, when_read, when_written)
+from faults_helpers import (
+    VERIFY_FILE_RE,
+    card,
+    counters,
+    files_in,
+    journals,
+    needs_emulator,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    scribble,
+    sha256_device,
+    start_cli,
+    stored_verify,
+    wait_until,
+    when_read,
+    when_written,
+)
 
 from cardbench.units import MB, MiB
 

@@ -10,8 +10,16 @@ or document attached, the card restored (sha256 before == after), nothing left.
 from __future__ import annotations
 
 import pytest
-from faults_helpers import (VERIFY_FILE_RE, card, files_in, journals, leftovers, needs_emulator, scribble,
-                            sha256_device)
+from faults_helpers import (
+    VERIFY_FILE_RE,
+    card,
+    files_in,
+    journals,
+    leftovers,
+    needs_emulator,
+    scribble,
+    sha256_device,
+)
 
 from cardbench.errors import Interrupted
 from cardbench.patterns import Pattern

@@ -16,7 +16,6 @@ from cardbench.cli.results_cmd import export, import_cmd, results
 from cardbench.errors import StoreError, UsageError
 from cardbench.store import open_store
 
-
 #: child processes run this checkout's cardbench (src/), not whichever one is installed
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
 

@@ -13,8 +13,8 @@ from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text
 from cardbench.importers.fio import fio_size
 from cardbench.report import render
-from cardbench.workloads.random import pattern_name
 from cardbench.result import Card
+from cardbench.workloads.random import pattern_name
 
 
 def test_fio_fixture(data_dir):

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from realparts import ROOT, loop_device, mounted, call_cli
+from realparts import ROOT, call_cli, loop_device, mounted
 
 from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text

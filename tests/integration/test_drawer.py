@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-
 from realparts import call_cli, can_emulate, emulators_under, run_cli
 
 from cardbench.units import MB, MiB
@@ -167,9 +166,10 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
 def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
     """Ctrl-C while the quick verify is writing: the card is put back as it was, the partial
     result is stored as incomplete, the session ends with its table (exit 130), nothing is left."""
+    from realparts import sha256_device
+
     from cardbench.emulate import CardSpec, EmulatedCard
     from cardbench.store import open_store
-    from realparts import sha256_device
     emu = tmp_path / "emu"
     emu.mkdir()
     db = str(tmp_path / "i.sqlite3")
@@ -202,8 +202,9 @@ def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
 def test_not_root_says_what_it_cannot_run(tmp_path):
     """An unprivileged user: the drawer says unmounted cards cannot be read raw nor verified, and
     a card it cannot read is said not tested (not a failure); --cards 1 ends the session."""
-    from cardbench.emulate import CardSpec, EmulatedCard
     from realparts import run_cli_as, unprivileged_user
+
+    from cardbench.emulate import CardSpec, EmulatedCard
     emu = tmp_path / "emu"
     emu.mkdir()
     with emulators_under(emu), unprivileged_user() as (user, _uid, _gid, home):

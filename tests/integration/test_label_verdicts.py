@@ -30,10 +30,14 @@ import re
 from dataclasses import dataclass
 
 import pytest
-
 from realparts import ROOT, call_cli, emulators_under
-from verdict_emulation import (PhaseSettings, collapsed, iops_settings, margin_close,
-                               printed_claims)
+from verdict_emulation import (
+    PhaseSettings,
+    collapsed,
+    iops_settings,
+    margin_close,
+    printed_claims,
+)
 
 from cardbench.progress import NullProgress
 from cardbench.report import render_result

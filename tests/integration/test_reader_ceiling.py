@@ -17,8 +17,7 @@ import json
 import os
 
 import pytest
-
-from realparts import ROOT, emulators_under, call_cli
+from realparts import ROOT, call_cli, emulators_under
 
 from cardbench.result import Reader, Result
 from cardbench.store import open_store

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from realparts import call_cli
 from verdict_emulation import stored_run_result
 

@@ -14,9 +14,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from realparts import can_emulate, emulators_under, run_cli
 
 from cardbench.units import MB, MiB
-from realparts import can_emulate, emulators_under, run_cli
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
               pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices")]

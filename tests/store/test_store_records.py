@@ -18,8 +18,8 @@ from cardbench.cli import main
 from cardbench.evidence import probe_document, session_document
 from cardbench.result import Card, Reader
 from cardbench.store import open_store
-from cardbench.store.schema import MIGRATIONS
 from cardbench.store.core import Store
+from cardbench.store.schema import MIGRATIONS
 from cardbench.verdicts.readers import judge_shared
 from cardbench.verify.doc import new_doc
 

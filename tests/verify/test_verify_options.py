@@ -51,7 +51,7 @@ def test_the_target_is_looked_at_once_by_open_target(tmp_path):
     # the rules need no system: a model of a directory target
     assert VerifyOptions().validate(target_model("directory", free=1 << 30)) == "full"
     # what a missing path is, verify_target says in open_target's one wording (exit 3)
-    from cardbench.verify.options import verify_target
+    from cardbench.verify import verify_target
     with pytest.raises(TargetError, match="no such file or directory"):
         verify_target(str(tmp_path / "missing"), VerifyOptions())
 

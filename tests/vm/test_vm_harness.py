@@ -8,7 +8,6 @@ import stat
 import time
 
 import pytest
-
 import vm_helpers
 import vmharness
 

@@ -12,8 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardbench.errors import SafetyRefusal, UsageError
-from cardbench.workloads.random import (TestArea, open_area, parse_pattern, pattern_name, run_once,
-                                        run_pattern)
+from cardbench.workloads.random import (
+    TestArea,
+    open_area,
+    parse_pattern,
+    pattern_name,
+    run_once,
+    run_pattern,
+)
 
 MiB = 1 << 20
 ROOT = os.geteuid() == 0

@@ -6,6 +6,7 @@ library function, and prints. Errors are one line on stderr with a documented ex
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 
@@ -13,13 +14,28 @@ import click
 
 from cardbench import __version__
 from cardbench.cli import params
-from cardbench.share import share_options
 from cardbench.cli.ui import error_line, said
+from cardbench.devices.preserve import recover_pending
+from cardbench.devices.safety import check_destructive, identity_kind
 from cardbench.engine import engine_names
 from cardbench.errors import CardbenchError, ExitCode, UsageError
+from cardbench.plan import make_plan
 from cardbench.record import check_store, record
+from cardbench.report.answer import render_run
+from cardbench.report.plan import plan_document, render_plan
 from cardbench.result import Card, Reader
+from cardbench.runner import (
+    PROFILES,
+    DeviceOptions,
+    RunOptions,
+    run_device,
+    run_directory,
+)
+from cardbench.share import share_options
+from cardbench.signals import install_sigterm
+from cardbench.target import open_target
 from cardbench.units import UnitError
+from cardbench.verdicts.labels import parse_label
 
 FORMATS = ["table", "md", "csv", "json"]
 
@@ -79,7 +95,6 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
     reads), read-only; raw_write only with --destructive, on a device that is not mounted, not
     the system and not in use, confirmed by its serial (or exact size).
     """
-    from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory
     card = Card(name=name, brand=brand, capacity_bytes=capacity, label=label)
     reader = Reader(name=reader_name)
     progress = out.progress()
@@ -87,7 +102,6 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
         _validate_label(label)
     if not no_save and not plan_only:
         check_store(db)
-    from cardbench.target import open_target
     target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     is_device = target.kind == "device"
     if plan_only:
@@ -119,7 +133,6 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
         if partial is not None and partial.tests and not no_save:
             said(record(partial, db), saved_line=False, end=False)
         raise
-    from cardbench.report.answer import render_run
 
     def show() -> None:     # after storing: what is printed is what was stored (re-judged)
         out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
@@ -134,31 +147,25 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
 
 
 def _extra_tests(profile: str, test_names: str | None) -> list[str]:
-    from cardbench.runner import PROFILES
     return list(PROFILES[profile]) + [t.strip() for t in (test_names or "").split(",") if t.strip()]
 
 
 def _show_plan(out, target, opts) -> None:
     """`run --plan`: the plan (cardbench.plan.make_plan) on the target as it is now, nothing written."""
-    from cardbench.plan import make_plan
-    from cardbench.report.plan import plan_document, render_plan
     opts.validate()
     doc = plan_document(target, make_plan(target, opts), opts)
     if out.json:
-        import json
         out.echo(json.dumps(doc, indent=2))
     else:
         out.echo(render_plan(doc))
 
 
 def _validate_label(label: str) -> None:
-    from cardbench.verdicts.labels import parse_label
     parse_label(label)
 
 
 def _prompt_identity(target) -> str:
     """Ask the user to type the device's identity (serial, or exact size in bytes)."""
-    from cardbench.devices.safety import check_destructive, identity_kind
     dev = target.block_device()
     check_destructive(dev)   # refuse before asking
     if not sys.stdin.isatty():
@@ -172,7 +179,6 @@ def _prompt_identity(target) -> str:
 @cli.command("recover", epilog=params.examples("cardbench recover"))
 def recover_cmd():
     """Restore regions saved by a --preserve run that was killed (also done at every start)."""
-    from cardbench.devices.preserve import recover_pending
     reports = recover_pending()
     if not reports:
         click.echo("nothing to recover")
@@ -237,7 +243,6 @@ def _recover_at_start(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("recover", "--help", "-h", "--version"):
         return
-    from cardbench.devices.preserve import recover_pending
     for report in recover_pending():
         if getattr(report, "status", None) in ("restored", "failed"):
             error_line(f"recovered: {report.device or report.journal}: {report.status}: {report.message}")
@@ -245,7 +250,6 @@ def _recover_at_start(argv: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `cardbench` console script and `python -m cardbench`."""
-    from cardbench.signals import install_sigterm
     install_sigterm()
     debug = os.environ.get("CARDBENCH_DEBUG") == "1"
     try:

@@ -9,7 +9,19 @@ import time
 import click
 
 from cardbench.cli import params
-from cardbench.report.demo import FORMATS
+from cardbench.cli.ui import said
+from cardbench.demo import (
+    DRAWER,
+    FILE_BYTES,
+    READER_CEILING_MB_S,
+    RUNS,
+    SPEED_FACTOR,
+    check_environment,
+    reader_answer,
+    run_demo,
+)
+from cardbench.record import check_store, record
+from cardbench.report.demo import FORMATS, card_line, reader_answer_lines, render_demo
 from cardbench.units import MB
 
 
@@ -32,11 +44,6 @@ def default_demo_db() -> str:
 def demo(db, no_save, check, cards, out):
     """Emulate a 2006 drawer of nine CF cards behind one USB 2.0 reader and test each one; then
     answer the survey's question: what is the reader's upper limit?"""
-    from cardbench.cli.ui import said
-    from cardbench.demo import (DRAWER, FILE_BYTES, READER_CEILING_MB_S, RUNS, SPEED_FACTOR, check_environment,
-                                reader_answer, run_demo)
-    from cardbench.record import check_store, record
-    from cardbench.report.demo import card_line, reader_answer_lines, render_demo
 
     check_environment()
     if check:

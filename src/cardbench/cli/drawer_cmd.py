@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import click
 
 from cardbench.cli import params
-from cardbench.share import live_progress, share_options
-from cardbench.errors import Interrupted
+from cardbench.cli.ui import RichProgress
+from cardbench.drawer import DrawerOptions, DrawerSession
+from cardbench.errors import Interrupted, UsageError
+from cardbench.record import check_store
+from cardbench.report.drawer import render
+from cardbench.report.readers import render_readers
+from cardbench.report.session import card_lines
+from cardbench.report.terminal import terminal_width
 from cardbench.result import Card
+from cardbench.share import live_progress, share_options
+from cardbench.units import UnitError, fmt_size, parse_size
+from cardbench.verdicts.labels import parse_label
 
 
 def _wrap(text: str) -> str:
     """At most 80 columns; continuation lines indented like the first, plus two."""
-    import textwrap
     lead = len(text) - len(text.lstrip(" "))
     return textwrap.fill(text, 80, subsequent_indent=" " * (lead + 2), break_on_hyphens=False,
                          break_long_words=False)
@@ -33,7 +42,6 @@ def _asker(no_prompt: bool):
     """Ask a new card's name, brand, capacity and label once (None: never ask)."""
     if no_prompt or not sys.stdin.isatty():
         return None
-    from cardbench.units import UnitError, fmt_size, parse_size
 
     def ask(probe: Card, dev) -> Card:
         _say(f"A new card in {dev.path} ({fmt_size(dev.size)}{', ' + probe.model if probe.model else ''}); "
@@ -51,8 +59,6 @@ def _asker(no_prompt: bool):
         label = click.prompt("  speed marks on the label (e.g. 4X, C10 U1)", default="", show_default=False,
                              err=True).strip()
         if label:
-            from cardbench.verdicts.labels import parse_label
-            from cardbench.errors import UsageError
             try:
                 parse_label(label)
                 card.label = label
@@ -92,15 +98,10 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     its name, test it (mounted: `run` on its mount; not mounted: read-only `run DEVICE` plus the
     quick `verify`, which restores what it writes), store it, and say when it can be swapped.
     Ends with this session's drawer table and the reader verdict."""
-    from cardbench.cli.ui import RichProgress
-    from cardbench.drawer import DrawerOptions, DrawerSession
-    from cardbench.errors import UsageError
-    from cardbench.report.session import card_lines
 
     if loop_under and not include_loop:
         raise UsageError("--loop-under only narrows --include-loop")
     if not no_save:
-        from cardbench.record import check_store
         check_store(db)   # a bad --db fails before any card is touched
     unit = "MiB/s" if mib else "MB/s"
 
@@ -169,9 +170,6 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
 
 def _summary(session, unit: str, as_json: bool) -> None:
     """This session's drawer table, then the reader verdict (on stderr with --json)."""
-    from cardbench.report.drawer import render
-    from cardbench.report.readers import render_readers
-    from cardbench.report.terminal import terminal_width
     out = (lambda text: click.echo(text, err=True)) if as_json else click.echo
     results = session.results()
     if not results:

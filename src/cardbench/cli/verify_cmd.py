@@ -14,13 +14,17 @@ import sys
 
 import click
 
-from cardbench.errors import Interrupted, SafetyRefusal
 from cardbench.cli import params
-from cardbench.share import share_options
 from cardbench.cli.ui import said
+from cardbench.devices.safety import check_destructive, confirm, identity_kind
+from cardbench.errors import DeviceFault, Interrupted, SafetyRefusal
 from cardbench.record import check_store, record
+from cardbench.report.verify import render_verify_doc
+from cardbench.share import share_options
+from cardbench.signals import signals_held
+from cardbench.target import open_target
 from cardbench.units import fmt_size
-from cardbench.verify.options import VerifyOptions, verify_target
+from cardbench.verify import VerifyOptions, verify_target
 
 
 @click.command("verify", epilog=params.examples(
@@ -61,7 +65,6 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     or a directory on the mounted card (full mode: fills its free space with files).
     """
     as_json = out.json
-    from cardbench.target import open_target
     target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     opts = VerifyOptions(full=full, destructive=destructive, time_budget=time_budget, resume=resume,
                          keep_files=keep_files, file_bytes=file_size, journal_dir=journal_dir,
@@ -84,14 +87,12 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
         raise
     # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
     # shown, then ends the command (exit 130) without losing the result
-    from cardbench.signals import signals_held
     failed = not doc.get("complete")
 
     def show() -> None:
         if as_json:
             out.echo(json.dumps(doc, indent=2))
         else:
-            from cardbench.report.verify import render_verify_doc
             out.echo(render_verify_doc(doc, mib=mib, width=out.width), nl=False)
 
     with signals_held() as sigs:
@@ -107,7 +108,6 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     if failed:
         # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
         # and said in one line with the exit code of a card that failed during the test
-        from cardbench.errors import DeviceFault
         raise DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
                                        "table above); stored as incomplete").split()))
     if rec is not None:
@@ -116,7 +116,6 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
 
 def _confirm(target, value: str | None, quiet: bool) -> None:
     """Destructive mode: the safety rules now, then the identity typed by the user (or --confirm)."""
-    from cardbench.devices.safety import check_destructive, confirm, identity_kind
     path = target.path
     dev = check_destructive(target.block_device())
     if value is None:

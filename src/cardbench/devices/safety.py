@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from cardbench.devices.discovery import BlockDevice, get_device
+from cardbench.engine.data import open_raw
 from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError
 
@@ -51,7 +52,6 @@ def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
     aligned to the logical block size [S46 open(2)]; use ``mmap`` buffers. Errors are one line:
     EBUSY -> SafetyRefusal, missing/permission -> TargetError.
     """
-    from cardbench.engine.data import open_raw
     try:
         fd, _direct = open_raw(path, write=write, exclusive=True)
     except OSError as e:
@@ -73,20 +73,19 @@ def _same_identity(before: BlockDevice, now: BlockDevice) -> str | None:
     return None
 
 
-def check_destructive(dev: BlockDevice | str, *, sysfs_root: str = "/sys",
+def check_destructive(dev: BlockDevice, *, sysfs_root: str = "/sys",
                       proc_root: str = "/proc") -> BlockDevice:
     """Refuse (SafetyRefusal, one line) unless a raw write to this whole device is allowed now.
 
-    ``dev`` is a path or a ``BlockDevice`` from an earlier listing; the state is re-read either way,
-    and a device whose size, serial or number changed since it was listed is refused. Returns the
+    ``dev`` is a ``BlockDevice`` from an earlier listing (:func:`cardbench.devices.get_device`); the
+    state is re-read, and a device whose size, serial or number changed since it was listed is refused. Returns the
     fresh ``BlockDevice``. Confirmation by the user is separate: see ``confirm``.
     """
-    path = dev.path if isinstance(dev, BlockDevice) else os.fspath(dev)
+    path = dev.path
     now = get_device(path, whole_device=True, sysfs_root=sysfs_root, proc_root=proc_root)
-    if isinstance(dev, BlockDevice):
-        changed = _same_identity(dev, now)
-        if changed:
-            raise SafetyRefusal(f"refusing to write to {path}: {changed}")
+    changed = _same_identity(dev, now)
+    if changed:
+        raise SafetyRefusal(f"refusing to write to {path}: {changed}")
     if now.system:
         raise SafetyRefusal(f"refusing to write to {path}: it holds the running system ({now.system_reason})")
     if now.in_use_reason:

@@ -31,6 +31,7 @@ import stat
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 from cardbench.emulate import system
@@ -363,7 +364,6 @@ def main(argv: list[str] | None = None) -> int:
     if owner:
         threading.Thread(target=server.watch_owner, args=(int(owner),), daemon=True, name="owner").start()
     os.makedirs(server.mountpoint, exist_ok=True)
-    import warnings
 
     mfusepy = system.load_mfusepy()
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -14,6 +14,7 @@ from typing import Callable, Protocol, Sequence
 from cardbench.engine.errors import io_error
 from cardbench.engine.registry import Capabilities
 
+
 @dataclass
 class IoOp:
     """One operation: read or write ``length`` bytes at ``offset`` from/into ``buf``."""

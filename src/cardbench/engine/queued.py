@@ -49,13 +49,24 @@ Measurements: ``bench/engine_vs_fio.py`` (figures in ``BACKEND_NOTE``).
 
 from __future__ import annotations
 
-from cardbench.engine.base import Completion, IoOp, LoopResult, pio_loop, submit_reap_loop
+from cardbench.engine.base import (
+    Completion,
+    IoOp,
+    LoopResult,
+    pio_loop,
+    submit_reap_loop,
+)
 from cardbench.engine.data import DataFile
 from cardbench.engine.registry import Capabilities, EngineInfo, register
 from cardbench.engine.threads import _ThreadImpl
 from cardbench.engine.uring import _UringImpl
-from cardbench.engine.uring_abi import _OPCODES, RingUnavailable, _perf, io_uring_available
-from cardbench.errors import UsageError
+from cardbench.engine.uring_abi import (
+    _OPCODES,
+    RingUnavailable,
+    _perf,
+    io_uring_available,
+)
+from cardbench.errors import EnvironmentMissing, UsageError
 
 __all__ = ["BACKENDS", "MAX_QUEUE_DEPTH", "QueuedEngine", "io_uring_available"]
 
@@ -135,7 +146,6 @@ class QueuedEngine:
                 return impl
             except RingUnavailable as e:
                 if self.requested_backend == "io_uring":
-                    from cardbench.errors import EnvironmentMissing
                     raise EnvironmentMissing(f"io_uring is not usable here: {e.strerror or e}") from None
                 self.backend_reason = f"io_uring unavailable ({e.strerror or e}); using a thread pool"
         self.backend = "threads"

@@ -11,8 +11,16 @@ import time
 
 from cardbench.engine.base import Completion, IoOp, LoopResult
 from cardbench.engine.errors import io_error
-from cardbench.engine.uring_abi import (_CQE, _IORING_ENTER_GETEVENTS, _OPCODES, _RETRY_ERRNOS, _SQE,
-                                        _SYS_IO_URING_ENTER, _Ring, _perf)
+from cardbench.engine.uring_abi import (
+    _CQE,
+    _IORING_ENTER_GETEVENTS,
+    _OPCODES,
+    _RETRY_ERRNOS,
+    _SQE,
+    _SYS_IO_URING_ENTER,
+    _perf,
+    _Ring,
+)
 from cardbench.errors import UsageError
 
 

@@ -40,10 +40,21 @@ from pathlib import Path
 
 from cardbench.errors import UsageError
 from cardbench.fiojson import load_fio_json
-from cardbench.importers.base import DEFAULT_FILE_SIZE, DEFAULT_FILE_SIZE_TEXT, ImportReport, Skipped
+from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
+from cardbench.importers.base import (
+    DEFAULT_FILE_SIZE,
+    DEFAULT_FILE_SIZE_TEXT,
+    ImportReport,
+    Skipped,
+)
 from cardbench.importers.checks import Flag
+from cardbench.importers.classic import has_average_column, import_table
+from cardbench.importers.fio import import_fio, import_terse
+from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
+from cardbench.importers.legacy_csv import import_csv
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card
+from cardbench.result import Card, shape_problem
+from cardbench.store.export import read_export
 
 RESULTS_SCHEMA = "cardbench.results/1"
 FORMATS = ("cardbench", "fio", "fio-terse", "fio-normal", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
@@ -75,7 +86,6 @@ def detect_format(text: str, *, path: str | None = None) -> str:
     for fmt, sniff in _sniffers():
         if sniff(text):
             return fmt
-    from cardbench.importers.classic import has_average_column
     if has_average_column(text):
         return "table"
     first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -91,7 +101,6 @@ _DESCRIBED = ("cardbench JSON", "fio JSON", "fio terse", "fio normal output", "K
 
 
 def _sniffers():
-    from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
     return [("fio-terse", lambda t: any(fio.TERSE_RE.match(ln) for ln in t.splitlines()[:50])),
             ("fio-normal", fio_normal.is_fio_normal),
             ("kdiskmark", diskmark.is_kdiskmark), ("crystaldiskmark", diskmark.is_crystaldiskmark),
@@ -115,77 +124,11 @@ def _json_kind(doc) -> str:
 def import_cardbench(doc, *, path: str) -> ImportReport:
     """An export (:func:`cardbench.store.export.read_export`): results in ``report.results``,
     verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
-    from cardbench.store.export import read_export
-    contents = read_export(doc, path=path, result_problem=_shape_problem)
+    contents = read_export(doc, path=path, result_problem=shape_problem)
     report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
                           documents=[*contents.probes, *contents.sessions])
     report.export = contents
     return report
-
-
-def _shape_problem(d) -> str | None:
-    """What in a cardbench.result/1 document has the wrong type (None when every field has the
-    type the store and the reports rely on): a hand-edited or foreign file is refused in one line."""
-    import math
-
-    def num(x, positive=False) -> bool:
-        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-        return ok and (x > 0 if positive else x >= 0)
-
-    if not isinstance(d, dict):
-        return "not a JSON object"
-    for k in ("target", "host", "tool"):
-        if d.get(k) is not None and not isinstance(d[k], dict):
-            return f"'{k}' must be an object"
-    for k in ("id", "error", "started_at", "finished_at", "source"):
-        if d.get(k) is not None and not isinstance(d[k], str):
-            return f"'{k}' must be text"
-    for k, numeric in (("card", ("capacity_bytes",)), ("reader", ("link_speed_mbit",))):
-        v = d.get(k)
-        if v is None:
-            continue
-        if not isinstance(v, dict):
-            return f"'{k}' must be an object"
-        for f, x in v.items():
-            if f == "ata":
-                if x is not None and not isinstance(x, dict):
-                    return f"'{k}.ata' must be an object"
-                continue
-            if f != "identity" and x is not None and not (num(x) if f in numeric else isinstance(x, str)):
-                return f"'{k}.{f}' must be {'a number' if f in numeric else 'text'}"
-    for k in ("warnings", "claims", "tests"):
-        if d.get(k) is not None and not isinstance(d[k], list):
-            return f"'{k}' must be a list"
-    if not all(isinstance(w, str) for w in d.get("warnings") or []):
-        return "'warnings' must be a list of text"
-    if not all(isinstance(c, dict) for c in d.get("claims") or []):
-        return "'claims' must be a list of objects"
-    for n, t in enumerate(d.get("tests") or [], 1):
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-            return f"test #{n} must be an object with a 'name'"
-        for k in ("method", "extra"):
-            if t.get(k) is not None and not isinstance(t[k], dict):
-                return f"test #{n}: '{k}' must be an object"
-        if t.get("limited_by") is not None and not isinstance(t["limited_by"], str):
-            return f"test #{n}: 'limited_by' must be text"
-        if not isinstance(t.get("warnings") or [], list) or not all(isinstance(w, str) for w in t.get("warnings") or []):
-            return f"test #{n}: 'warnings' must be a list of text"
-        for k in ("runs", "warmup"):
-            runs = t.get(k) or []
-            if not isinstance(runs, list):
-                return f"test #{n}: '{k}' must be a list"
-            for r in runs:
-                if not isinstance(r, dict) or not num(r.get("bytes")) or not num(r.get("seconds"), positive=True):
-                    return f"test #{n}: every run needs 'bytes' >= 0 and 'seconds' > 0"
-                if r.get("ops") is not None and not num(r["ops"]) or \
-                        r.get("offset") is not None and not num(r["offset"]):
-                    return f"test #{n}: a run's 'ops' and 'offset' must be numbers"
-                if r.get("latency_s") is not None and not (isinstance(r["latency_s"], dict) and
-                                                           all(num(v) for v in r["latency_s"].values())):
-                    return f"test #{n}: a run's 'latency_s' must map percentiles to seconds"
-                if r.get("extra") is not None and not isinstance(r["extra"], dict):
-                    return f"test #{n}: a run's 'extra' must be an object"
-    return None
 
 
 def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file_size: int | str | None = None,
@@ -200,7 +143,6 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         try:
             doc = json.loads(text) if fmt == "cardbench" else load_fio_json(text)
         except ValueError as e:
-            from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
             if fmt == "fio" and not forced and is_fio_normal(text):
                 # --output-format=normal,json with a progress line inside the JSON: the normal
                 # output printed beside it carries the same run
@@ -213,7 +155,6 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
             if not isinstance(doc, (dict, list)):
                 raise UsageError(f"{path}: not a cardbench export")
             return import_cardbench(doc, path=path)
-        from cardbench.importers.fio import import_fio
         try:
             return import_fio(doc, path=path, digest=digest, card=card, reader=reader)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -222,19 +163,14 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
     kw = {"path": path, "digest": digest, "reader": reader}
     if fmt in ("table", "csv"):
         if fmt == "table":
-            from cardbench.importers.classic import import_table
             report = import_table(text, file_size=file_size, **kw)
         else:
-            from cardbench.importers.legacy_csv import import_csv
             report = import_csv(text, file_size=file_size, **kw)
         if card is not None:
             report.notes.append("--card applies to single-card formats; survey rows name their cards")
         return report
     if file_size is not None:
         raise UsageError(f"--file-size applies to surveys (table, csv), not to {fmt}")
-    from cardbench.importers import diskmark, f3, hdparm_dd
-    from cardbench.importers.fio import import_terse
-    from cardbench.importers.fio_normal import import_fio_normal
     readers = {"fio-terse": import_terse, "fio-normal": import_fio_normal, "kdiskmark": diskmark.import_kdiskmark,
                "crystaldiskmark": diskmark.import_crystaldiskmark, "f3": f3.import_f3, "f3probe": f3.import_f3probe,
                "h2testw": f3.import_h2testw, "hdparm": hdparm_dd.import_hdparm, "dd": hdparm_dd.import_dd}

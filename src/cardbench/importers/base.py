@@ -6,13 +6,16 @@ import datetime as _dt
 import textwrap
 import uuid
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from cardbench import __version__
 from cardbench.errors import UsageError
 from cardbench.importers.checks import Flag, Printed, check_row
 from cardbench.result import Card, Reader, Result, Run, TestResult, beyond_store
-from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
+from cardbench.store.export import counts
+from cardbench.units import MB, RATE_UNITS, UnitError, fmt_size, parse_size
+from cardbench.verify.doc import new_doc
 
 #: The file size a survey's write times refer to when neither the option nor the file says:
 #: 42 MB = 42,000,000 B, the file of the classic hand-made table (its X figures, MB/s / 0.15,
@@ -67,7 +70,6 @@ class ImportReport:
             n = len(self.verify_docs)
             what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
         if self.export is not None:
-            from cardbench.store.export import counts
             c = self.export
             what = counts({"results": c.results, "verify": c.verify, "probes": c.probes, "sessions": c.sessions})
         out = [f"{self.path}: {what} read as {self.format}"]
@@ -257,9 +259,7 @@ def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, to
                     device: str | None = None, fix_command: str | None = None, raw: str = "",
                     **fields: Any) -> dict:
     """A ``cardbench.verify/1`` document read from another tool's log (cardbench.verify.doc)."""
-    from pathlib import PurePath
 
-    from cardbench.verify.doc import new_doc
     d = new_doc(mode)
     if card is None or not (card.name or card.brand or card.label):
         # a log that does not name its card is named by its device, else by its file
@@ -283,7 +283,6 @@ def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, to
 
 def verify_line(doc: dict) -> str:
     """One line for a verify document: verdict, kind, usable of announced, the fix."""
-    from cardbench.units import fmt_size
     verdict = str(doc.get("verdict") or "?").upper()
     kind = f" ({doc['kind']})" if doc.get("kind") and doc.get("verdict") == "counterfeit" else ""
     usable = doc.get("usable_bytes")

@@ -18,14 +18,22 @@ from html import escape
 from typing import Any
 
 from cardbench import __version__
-from cardbench.report.drawer import card_title, cells, check_rate_unit, drawer_row, headers, legend
-from cardbench.report.svg import Bar, Series, bar_chart, line_chart
-from cardbench.result import Card, Reader, Result
-from cardbench.units import fmt_size, rate_in, x_rating
+from cardbench.report.drawer import (
+    card_title,
+    cells,
+    check_rate_unit,
+    drawer_row,
+    headers,
+    legend,
+)
 from cardbench.report.readers import reader_title
+from cardbench.report.svg import Bar, Series, bar_chart, line_chart
 from cardbench.report.terminal import plain
 from cardbench.report.verify import verify_details, verify_sentence
+from cardbench.result import Card, Reader, Result
+from cardbench.units import fmt_size, rate_in, x_rating
 from cardbench.verdicts.labels import claimed_x
+from cardbench.verdicts.readers import reader_ceilings
 
 CSS = """
 :root { color-scheme: light; }
@@ -145,10 +153,6 @@ def _rate(v: float | None, unit: str) -> str:
 
 
 def _ceilings(results: list[Result], rate_unit: str) -> str:
-    try:
-        from cardbench.verdicts.readers import reader_ceilings
-    except ImportError:
-        return ""
     try:
         found = reader_ceilings(results)
     except Exception as e:  # noqa: BLE001 - a report still renders without this section

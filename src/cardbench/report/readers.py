@@ -18,6 +18,7 @@ from cardbench.errors import UsageError
 from cardbench.report.drawer import md_table
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.units import MB
+from cardbench.verdicts.readers import EVIDENCE_KINDS
 
 FORMATS = ("table", "md", "json")
 LEGEND = ("MB/s = 10^6 bytes per second. Evidence: the same card faster through another reader (direct); "
@@ -47,7 +48,6 @@ def reader_title(name: Any) -> str:
 
 
 def _kind(kind: Any) -> str:
-    from cardbench.verdicts.readers import EVIDENCE_KINDS
     return str(EVIDENCE_KINDS.get(kind, kind))
 
 

@@ -7,6 +7,7 @@ it (:func:`verify_sentence`, f3's model), then the details.
 from __future__ import annotations
 
 from cardbench.report.drawer import md_table
+from cardbench.report.readers import reader_title
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 
@@ -23,7 +24,6 @@ def verify_cells(doc: dict) -> list[str]:
     notes = []
     if not doc.get("complete", True):
         notes.append("INCOMPLETE: " + str(doc.get("error") or "stopped early"))
-    from cardbench.report.readers import reader_title
     return [name, reader_title(reader.get("name") or reader.get("identity")) if reader else "-", str(doc.get("mode") or "-"),
             str(doc.get("verdict") or "-").upper(), fmt_size(doc.get("announced_bytes")),
             fmt_size(doc.get("usable_bytes")), str(doc.get("kind") or "-"), str(len(bad)) if bad else "-",

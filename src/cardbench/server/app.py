@@ -32,8 +32,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from cardbench.errors import CardbenchError, StoreError, UsageError
+from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
+from cardbench.store.export import collect, read_export
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
@@ -115,7 +117,6 @@ class Server:
 
     def store_records(self, station: str, raw: bytes):
         """Read, check and store one request's records (one transaction); returns (answer, contents)."""
-        from cardbench.store.export import read_export
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
@@ -157,7 +158,6 @@ async def read_body(request: Request, max_body: int) -> bytes:
 def _own_ids(doc: Any) -> None:
     """Every result uploaded carries its own id (a retry must name the same record), a card and
     a list of tests: a bare ``{"schema": "cardbench.result/1"}`` is not a run."""
-    from cardbench.result import SCHEMA as RESULT_SCHEMA
     if isinstance(doc, list):
         docs = doc
     elif isinstance(doc, dict) and doc.get("schema") == RESULT_SCHEMA:
@@ -316,7 +316,6 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return Response(pages.LIVE_JS, media_type="text/javascript")
 
     async def api_results(request: Request) -> Response:
-        from cardbench.store.export import collect
         f = filters(request)
         doc = await run_in_threadpool(srv.call, lambda store: collect(
             store, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,

@@ -13,7 +13,14 @@ in one transaction), ``cards``, ``readers``, ``count``, ``check``, ``close`` (al
 manager). Schema and migrations: ``store.schema``; every kind out and back in: ``store.export``.
 """
 
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA, Store, default_path, open_store
+from cardbench.store.core import (
+    PROBE_SCHEMA,
+    SESSION_SCHEMA,
+    VERIFY_SCHEMA,
+    Store,
+    default_path,
+    open_store,
+)
 from cardbench.store.schema import LATEST as SCHEMA_VERSION
 
 __all__ = ["Store", "open_store", "default_path", "SCHEMA_VERSION", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA"]

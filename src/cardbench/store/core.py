@@ -19,9 +19,21 @@ from cardbench.errors import StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
-from cardbench.store.backends import (IN_CHUNK, Backend, PostgresBackend, SQLiteBackend, first_line,
-                                      redact_url)
-from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
+from cardbench.store.backends import (
+    IN_CHUNK,
+    Backend,
+    PostgresBackend,
+    SQLiteBackend,
+    first_line,
+    redact_url,
+)
+from cardbench.store.schema import (
+    APP,
+    MIGRATIONS,
+    SCHEMA_VERSION_DDL,
+    Migration,
+    check_migrations,
+)
 
 VERIFY_SCHEMA = "cardbench.verify/1"
 #: cards read at once (``readers --probe``, a drawer session): the measured figures and the finding

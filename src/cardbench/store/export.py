@@ -22,13 +22,14 @@ The filters ``card``, ``reader``, ``since`` and ``until`` apply to every kind; `
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from cardbench.errors import UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card, Result, beyond_store
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
+from cardbench.result import Card, Result, beyond_store, shape_problem
+from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA, open_store
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
@@ -109,8 +110,7 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
     """Check and read an export (any version) or result document(s); UsageError naming the one
     thing that is wrong (a newer schema, a list that is not one, a document of the wrong shape, a
     verify document whose card the export does not hold, one id given two contents)."""
-    from cardbench.importers import _shape_problem
-    result_problem = result_problem or _shape_problem
+    result_problem = result_problem or shape_problem
     out = Contents()
     if isinstance(doc, list):
         docs, out.schema = doc, RESULT_SCHEMA
@@ -209,7 +209,6 @@ _FIELDS = {
 
 def _typed(x: Any, kind: str, what: str) -> str | None:
     """None when ``x`` is null or of ``kind``; else the one line saying what it must be."""
-    import math
     if x is None:
         return None
     number = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -314,7 +313,6 @@ def import_records(contents: Contents, db, *, path: str) -> str:
     """Store an export's records in ``db`` in one transaction (same ids: importing it again
     changes nothing); UsageError, nothing stored, when an id is stored with other content.
     Returns the store's location."""
-    from cardbench.store.core import open_store
     with open_store(db) as store:
         clash = conflicts(store, contents)
         if clash:

@@ -57,7 +57,14 @@ from typing import Any
 
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
-from cardbench.verdicts.ceiling import clear_limits, memory_speed, mode_rate, near_fraction
+from cardbench.verdicts.ceiling import (
+    clear_limits,
+    memory_speed,
+    mode_rate,
+    near_fraction,
+    path_ceiling,
+)
+from cardbench.verdicts.check import check_result
 from cardbench.verdicts.labels import READ_TESTS
 from cardbench.verdicts.labels import WRITE_TESTS as LABEL_WRITE_TESTS
 
@@ -332,7 +339,6 @@ def judge_shared(measured: dict[str, Any], *, near: float = SHARED_NEAR, total: 
 def link_finding(group: list[Result]) -> dict[str, Any] | None:
     """What the link itself can carry (USB link speed and protocol, or the SD bus), from the
     newest result of the reader that knows it: an upper bound, not an observation."""
-    from cardbench.verdicts.ceiling import path_ceiling
     for r in reversed(group):
         bus = r.target.get("sd_bus") if isinstance(r.target, dict) and isinstance(r.target.get("sd_bus"), dict) else {}
         c = path_ceiling(r.reader, sd_mode=bus.get("mode"), sd_clock_hz=bus.get("clock_hz"))
@@ -403,7 +409,6 @@ def rejudge_result(result: Result, observed: list[dict[str, Any]] | None) -> boo
     ``observed`` (:func:`reader_ceilings` output): ceiling marks cleared and set again
     (:func:`cardbench.verdicts.ceiling.clear_limits`, then
     :func:`cardbench.verdicts.check_result`). True when anything in the result changed."""
-    from cardbench.verdicts import check_result   # the package imports this module
     before = result.to_dict()
     clear_limits(result)
     check_result(result, ssr=result.target.get("ssr_classes"), observed=observed)

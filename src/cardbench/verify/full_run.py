@@ -15,12 +15,19 @@ from typing import Any
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile, open_raw
 from cardbench.engine.errors import FULL, GONE, GONE_WORDS, IO_ERRORS, describe
-from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
 from cardbench.errors import Interrupted
+from cardbench.patterns import (
+    CLASSES,
+    DROPPED_CLASSES,
+    SECTOR,
+    Pattern,
+    bad_runs,
+    merge_ranges,
+)
 from cardbench.progress import NullProgress
 from cardbench.target import GONE_WAIT
 from cardbench.verify.doc import fix_for, new_doc, now_iso
-from cardbench.verify.full_state import MiB, STATE_SCHEMA
+from cardbench.verify.full_state import STATE_SCHEMA, MiB
 from cardbench.verify.verdict import in_card_order, judge_fill
 
 CHUNK = 4 * MiB

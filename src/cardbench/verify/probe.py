@@ -36,6 +36,7 @@ Dropped writes / errors at the end: usable size = first bad sector of the tail.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import time
@@ -604,7 +605,6 @@ class Prober:
         """Find where each error range really starts and ends (bisection with the failing op)."""
         goods = sorted((s.offset, s.end) for s in self.samples if s.status == "ok")
         good_starts = [g[0] for g in goods]
-        import bisect
         ranges: list[list[int]] = []
         for r in merge_ranges([(r[0], r[1]) for r in self.error_ranges]):
             # failures with no good block between them are one range

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 
+from cardbench.engine.errors import io_error
 from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.patterns import Pattern
 from cardbench.plan import MIN_RUN_SECONDS, Plan, next_probe, size_from_probes
 from cardbench.result import Result, TestResult
 from cardbench.session import new_tag
-from cardbench.target import FAT_TYPES, DirTarget, shown
+from cardbench.engine.errors import shown
+from cardbench.target import FAT_TYPES, DirTarget
+from cardbench.verdicts.ceiling import ceilings_for, pick
 from cardbench.workloads.coldness import ColdReads
 from cardbench.workloads.files import read_file, write_file
 
@@ -144,7 +147,6 @@ def _short_runs(test: TestResult) -> str | None:
 
 def _path_ceiling(result: Result) -> float | None:
     """The physical read ceiling of the path (USB link, SD bus), where known."""
-    from cardbench.verdicts.ceiling import ceilings_for, pick
     try:
         c = pick(ceilings_for(result), "cold_read", "read")
     except (CardbenchError, ValueError, KeyError, TypeError):
@@ -168,7 +170,6 @@ def remove_test_file(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        from cardbench.engine.errors import io_error
         err = io_error(e, path)
         raise type(err)(f"{err}: cannot remove this test file; the next `cardbench run` on this "
                         "filesystem removes it") from None

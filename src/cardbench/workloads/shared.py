@@ -11,11 +11,15 @@ judges the figures.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
+from cardbench.devices.lock import target_lock
 from cardbench.errors import CardbenchError, UsageError
+from cardbench.target import open_target
+from cardbench.workloads import raw
 
 SECONDS = 2.0
 COUNT = 4
@@ -25,9 +29,6 @@ def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) 
     """Read the devices at ``paths`` (paths, opened with cardbench.target.open_target) alone,
     then at once. ``{"devices": [{"device", "alone_bytes_per_s", "together_bytes_per_s", "sample_bytes"}],
     "alone_sum_bytes_per_s", "together_bytes_per_s", "together_seconds", "method"}`` (bytes/s)."""
-    from cardbench.devices.lock import target_lock
-    from cardbench.target import open_target
-    from cardbench.workloads import raw
 
     if len(set(paths)) < 2:
         raise UsageError("--probe needs two or more different devices (cards in one reader or behind one hub)")
@@ -36,7 +37,6 @@ def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) 
     for dev in devices:
         if not dev.medium_present:
             raise UsageError(f"{dev.path} has no medium (size 0): is the card inserted?")
-    import contextlib
     with contextlib.ExitStack() as locks:
         for t in targets:
             locks.enter_context(target_lock(t.lock_key, wait=False, label=t.path))
