@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from cardbench.engine.fio import run_fio
 from cardbench.stats import median_ci
 from cardbench.workloads.random import TestArea, open_area, parse_pattern, run_once
+from cardbench.target import open_target
 
 AREA = 1 << 30
 #: fio against itself: the noise floor of a ratio on this machine at this time
@@ -259,7 +260,7 @@ def main() -> int:
     rows: list[Row] = []
     try:
         if "file" in targets:
-            a = open_area(args.dir, AREA, max_fill_seconds=None)
+            a = open_area(open_target(args.dir), AREA, max_fill_seconds=None)
             cleanup.append(a.close)
             areas.append(("file", a))
         if "loop" in targets:

@@ -12,6 +12,7 @@ from realparts import ROOT, call_cli
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
+from cardbench.target import DirTarget
 
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
@@ -27,7 +28,7 @@ def test_run_matches_set_rates(write, read, size):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=256 * MiB, write_rate=write, read_rate=read, name="acc")
     with EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
-        r = run_directory(mnt, RunOptions(size=size, runs=3, warmup=0, card=Card(name="acc")))
+        r = run_directory(DirTarget.open(mnt), RunOptions(size=size, runs=3, warmup=0, card=Card(name="acc")))
     w = r.test("seq_write").median_bytes_per_s
     rd = r.test("cold_read").median_bytes_per_s
     assert w == pytest.approx(write, rel=0.03), f"seq_write {w / MB:.3f} MB/s vs set {write / MB:.3f}"

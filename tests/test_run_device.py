@@ -13,6 +13,7 @@ from realparts import ROOT, call_cli, loop_device, mounted, sha256_device
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device
 from cardbench.units import MB, MiB
+from cardbench.target import open_target
 
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 def test_raw_read_matches_fio_on_the_same_device():
     from cardbench.emulate import CardSpec, EmulatedCard
     with EmulatedCard(CardSpec(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB, name="raw")) as card:
-        r = run_device(card.device, DeviceOptions(runs=3, warmup=0, positions=8, sample=4 * MiB, access_seconds=0.5))
+        r = run_device(open_target(card.device, kinds=("device",), whole_device=True), DeviceOptions(runs=3, warmup=0, positions=8, sample=4 * MiB, access_seconds=0.5))
         fio = run_fio(card.device, "read", MiB, size=24 * MiB)
     raw = r.test("raw_read")
     ratio = raw.median_bytes_per_s / fio.bytes_per_s

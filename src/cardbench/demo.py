@@ -31,7 +31,7 @@ from cardbench.runner import RunOptions, run_directory
 from cardbench.target import DirTarget
 from cardbench.units import MB
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
-from cardbench.workloads.shared import read_together
+from cardbench.workloads.shared import open_devices, read_together
 
 from .emulate.system import load_mfusepy
 
@@ -148,7 +148,7 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
             slots = [reader.add_card(CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
                                               read_rate=c.read_mb_s * MB * factor, name=f"slot{i}"))
                      for i, c in enumerate(two)]
-            finding = judge_shared(read_together([s.device for s in slots], seconds=PROBE_SECONDS))
+            finding = judge_shared(read_together(open_devices([s.device for s in slots]), seconds=PROBE_SECONDS))
             finding["reader_identity"] = Reader(name=READER_NAME, transport="usb").identity()
             finding["reader"] = READER_NAME
             finding["cards"] = [f"{c.brand} {c.capacity_bytes // MB}M" for c in two]

@@ -63,7 +63,7 @@ from cardbench.store import open_store
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
 from cardbench.verify.quick import verify_device
 from cardbench.workloads import raw
-from cardbench.workloads.shared import read_together
+from cardbench.workloads.shared import open_devices, read_together
 
 SCHEMA = "cardbench.drawer/1"
 #: seconds a card is given to be automounted before it is tested unmounted
@@ -431,7 +431,7 @@ class DrawerSession:
         self._probed.add(key)
         self._event("probing", devices=mates)
         try:
-            finding = judge_shared(read_together(mates))
+            finding = judge_shared(read_together(open_devices(mates)))
         except CardbenchError as e:
             self._event("probe_failed", devices=mates, error=e.message)
             return

@@ -32,7 +32,7 @@ from cardbench.errors import SafetyRefusal, TargetError, UsageError
 @needs_loop
 def test_an_idle_writable_device_is_allowed(loop):
     dev, _ = loop
-    d = check_destructive(dev)
+    d = check_destructive(get_device(dev, whole_device=True))
     assert d.path == dev and d.size == 16 << 20
 
 
@@ -40,7 +40,7 @@ def test_an_idle_writable_device_is_allowed(loop):
 def test_mounted_device_is_refused():
     with loop_device(32 << 20) as (dev, _), mounted(dev) as mnt:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert e.value.message == (f"refusing to write to {dev}: {os.path.basename(dev)} is mounted at {mnt}; "
                                    "unmount or release it first")
 
@@ -49,7 +49,7 @@ def test_mounted_device_is_refused():
 def test_device_with_a_mounted_partition_is_refused():
     with loop_device(16 << 20, partitioned=True) as (dev, _), mounted(dev + "p1") as mnt:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert f"p1 is mounted at {mnt}" in e.value.message
 
 
@@ -57,7 +57,7 @@ def test_device_with_a_mounted_partition_is_refused():
 def test_partition_path_is_a_usage_error():
     with loop_device(8 << 20, partitioned=True) as (dev, _):
         with pytest.raises(UsageError):
-            check_destructive(dev + "p1")
+            check_destructive(get_device(dev + "p1", whole_device=True))
 
 
 @needs_loop
@@ -66,18 +66,18 @@ def test_device_held_open_exclusively_elsewhere_is_refused(loop):
     other = os.open(dev, os.O_RDONLY | os.O_EXCL)
     try:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert e.value.message.startswith(f"refusing to write to {dev}: it is in use")
     finally:
         os.close(other)
-    check_destructive(dev)  # and allowed again once released
+    check_destructive(get_device(dev, whole_device=True))  # and allowed again once released
 
 
 @needs_loop
 def test_read_only_device_is_refused():
     with loop_device(1 << 20, read_only=True) as (dev, _):
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert "read-only" in e.value.message
 
 
@@ -89,7 +89,7 @@ def test_the_system_disk_is_refused():
     if system is None:
         pytest.skip("/ is not on a listed block device")
     with pytest.raises(SafetyRefusal) as e:
-        check_destructive(system.path)
+        check_destructive(get_device(system.path, whole_device=True))
     assert "holds the running system" in e.value.message
 
 

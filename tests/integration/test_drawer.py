@@ -15,6 +15,7 @@ import pytest
 from realparts import call_cli, can_emulate, emulators_under, run_cli
 
 from cardbench.units import MB, MiB
+from cardbench.target import open_target
 
 pytestmark = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices for emulated cards")
 
@@ -250,7 +251,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
         for name, cap in (("fast reader", None), ("capped reader", ceiling)):
             with EmulatedReader(ceiling=cap) as reader:
                 card = reader.add_card(spec)
-                result = run_device(card.device, DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
+                result = run_device(open_target(card.device, kinds=("device",), whole_device=True), DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
                                                                card=Card(brand="Known", name="Fast", serial="03-SD-0x1",
                                                                          serial_source="cid"),
                                                                reader=Reader(name=name)))

@@ -45,6 +45,7 @@ from cardbench.result import Card, Result, Run, TestResult
 from cardbench.runner import RunOptions, run_directory
 from cardbench.units import MB, MiB
 from cardbench.verdicts import INDICATIVE_NOTE, check_result, judge, parse_label
+from cardbench.target import DirTarget
 
 _EMULATED_MARKS = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
                    pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
@@ -275,7 +276,7 @@ def test_label_thresholds(card_fs, sc):
         progress = NullProgress()
     every_attempt: list[list[str]] = []
     for attempt in range(1, ATTEMPTS + 1):
-        result = run_directory(mnt, RunOptions(size=sc.size, runs=sc.runs, warmup=0, card=Card(name=sc.id), label=sc.label,
+        result = run_directory(DirTarget.open(mnt), RunOptions(size=sc.size, runs=sc.runs, warmup=0, card=Card(name=sc.id), label=sc.label,
                                                area=16 * MiB, duration=sc.duration, progress=progress))
         assert result.complete and not result.error
         if sc.iops:

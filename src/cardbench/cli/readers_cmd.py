@@ -17,7 +17,7 @@ from cardbench.evidence import probe_document, probe_findings
 from cardbench.record import check_store, record
 from cardbench.report.readers import FORMATS, render_probe, render_readers
 from cardbench.verdicts.readers import judge_shared, reader_ceilings, rejudge_reader
-from cardbench.workloads.shared import read_together
+from cardbench.workloads.shared import open_devices, read_together
 
 
 @click.command("readers", epilog=params.examples(
@@ -54,7 +54,7 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, rea
             raise UsageError("devices are read only with --probe (cardbench readers --probe DEVICE DEVICE...)")
         if not no_save:
             check_store(db)          # a bad --db is refused before the cards are read
-        finding = judge_shared(read_together(list(devices), seconds=seconds))
+        finding = judge_shared(read_together(open_devices(list(devices)), seconds=seconds))
         doc = _probe_document(finding, list(devices), reader_name)
         finding["probe_id"] = doc["id"]
         rec = None

@@ -18,21 +18,27 @@ from typing import Any
 
 from cardbench.devices.lock import target_lock
 from cardbench.errors import CardbenchError, UsageError
-from cardbench.target import open_target
+from cardbench.target import DeviceTarget, open_target
 from cardbench.workloads import raw
 
 SECONDS = 2.0
 COUNT = 4
 
 
-def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
-    """Read the devices at ``paths`` (paths, opened with cardbench.target.open_target) alone,
+def open_devices(paths: list[str]) -> list[DeviceTarget]:
+    """The whole devices at ``paths`` (each once, in order), opened for :func:`read_together`."""
+    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
+    return [t for t in targets if isinstance(t, DeviceTarget)]     # kinds=("device",): all of them
+
+
+def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
+    """Read the whole devices ``targets`` (:func:`open_devices` opens them from paths) alone,
     then at once. ``{"devices": [{"device", "alone_bytes_per_s", "together_bytes_per_s", "sample_bytes"}],
     "alone_sum_bytes_per_s", "together_bytes_per_s", "together_seconds", "method"}`` (bytes/s)."""
 
-    if len(set(paths)) < 2:
+    targets = list({t.path: t for t in targets}.values())
+    if len(targets) < 2:
         raise UsageError("--probe needs two or more different devices (cards in one reader or behind one hub)")
-    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
     devices = [t.block_device() for t in targets]
     for dev in devices:
         if not dev.medium_present:
