@@ -68,7 +68,8 @@ from dataclasses import dataclass
 
 from cardbench.engine.fio import run_fio
 from cardbench.stats import median_ci
-from cardbench.workloads.random import TestArea, open_area, parse_pattern, run_once
+from cardbench.plan import parse_pattern
+from cardbench.workloads.random import TestArea, open_area, run_once
 from cardbench.target import open_target
 
 AREA = 1 << 30

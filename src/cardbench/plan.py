@@ -20,15 +20,15 @@ rules are tested in milliseconds on target models (:func:`cardbench.target.targe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from cardbench.engine.registry import engine_info
 from cardbench.errors import TargetError, UsageError
 from cardbench.engine.errors import shown
 from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin
-from cardbench.units import MiB, fmt_size
+from cardbench.units import KiB, MiB, block_label, fmt_size
 from cardbench.verdicts.labels import parse_label
-from cardbench.workloads.random import parse_pattern
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "PROFILES", "Plan", "PlanJob", "area_size", "auto_cap",
            "cap_size", "check_size", "extra_engine", "file_limit", "largest_fit", "make_plan", "next_probe",
@@ -69,6 +69,66 @@ SUSTAINED_CHUNK = 4 * MiB
 
 
 # --- sizing --------------------------------------------------------------------------------
+
+# --- test names: a pattern test is named by what it does (parse_pattern) ----------------------
+
+MAX_THREADS = 64
+MAX_DEPTH = 256
+
+_NAME_RE = re.compile(r"^(seq|rand)_(read|write)_([0-9]+)([km]?)_q([0-9]+)t([0-9]+)$")
+
+
+@dataclass(frozen=True)
+class PatternSpec:
+    """What a pattern name says."""
+
+    name: str
+    sequential: bool
+    op: str              # "read" | "write"
+    block_size: int      # bytes
+    queue_depth: int
+    threads: int
+
+    @property
+    def fio_rw(self) -> str:
+        return ("" if self.sequential else "rand") + self.op
+
+    @property
+    def is_write(self) -> bool:
+        return self.op == "write"
+
+
+def parse_pattern(name: str) -> PatternSpec:
+    """Parse ``{seq|rand}_{read|write}_{block}_q{depth}t{threads}``.
+
+    Block sizes: a number of bytes, or with ``k`` (KiB) or ``m`` (MiB): ``4k``, ``128k``, ``1m``,
+    ``512``; a multiple of 512 bytes, at most 64 MiB. Depth 1..256, threads 1..64.
+    """
+    if not isinstance(name, str):
+        raise UsageError(f"a test name is a string like rand_read_4k_q32t1, got {name!r}")
+    m = _NAME_RE.match(name.strip().lower())
+    if not m:
+        raise UsageError(
+            f"bad test name {name!r}: expected {{seq|rand}}_{{read|write}}_{{block}}_q{{depth}}t{{threads}}, "
+            "e.g. rand_read_4k_q32t1 or seq_write_1m_q8t1")
+    kind, op, num, unit, depth, threads = m.groups()
+    bs = int(num) * {"": 1, "k": KiB, "m": MiB}[unit]
+    if bs < 512 or bs % 512 or bs > 64 * MiB:
+        raise UsageError(f"bad test name {name!r}: the block size must be a multiple of 512 B up to 64 MiB")
+    q, t = int(depth), int(threads)
+    if not 1 <= q <= MAX_DEPTH:
+        raise UsageError(f"bad test name {name!r}: queue depth must be 1..{MAX_DEPTH}")
+    if not 1 <= t <= MAX_THREADS:
+        raise UsageError(f"bad test name {name!r}: threads must be 1..{MAX_THREADS}")
+    return PatternSpec(name=m.group(0), sequential=kind == "seq", op=op, block_size=bs, queue_depth=q, threads=t)
+
+
+def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
+    """The name of a pattern (inverse of :func:`parse_pattern`)."""
+    b = block_label(block_size)
+    return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
+
+
 
 def room_needed(size: int) -> int:
     """Free space one test file of ``size`` bytes needs (its bytes plus the margin FIT_SHARE/FIT_SLACK)."""

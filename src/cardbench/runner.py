@@ -51,7 +51,8 @@ from cardbench.target import DirTarget, sweep_leftovers
 from cardbench.workloads.classic import run_classic as _run_tests
 from cardbench.workloads.classic import unlink_quietly
 from cardbench.workloads.files import BLOCK
-from cardbench.workloads.random import measure_pattern, open_area, parse_pattern
+from cardbench.plan import parse_pattern
+from cardbench.workloads.random import measure_pattern, open_area
 from cardbench.workloads.sustained import sustained_write
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "FIT_SHARE", "FIT_SLACK", "MAX_AUTO_SIZE", "MIN_AUTO_SIZE",

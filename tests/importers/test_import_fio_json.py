@@ -14,7 +14,7 @@ from cardbench.importers import import_file, import_text
 from cardbench.importers.fio import fio_size
 from cardbench.report import render
 from cardbench.result import Card
-from cardbench.workloads.random import pattern_name
+from cardbench.plan import pattern_name
 
 
 def test_fio_fixture(data_dir):

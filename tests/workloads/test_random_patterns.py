@@ -12,13 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardbench.errors import SafetyRefusal, UsageError
+from cardbench.plan import parse_pattern, pattern_name
 from cardbench.target import open_target
 from cardbench.workloads.random import (
     TestArea,
     measure_pattern,
     open_area,
-    parse_pattern,
-    pattern_name,
     run_once,
     run_pattern,
 )

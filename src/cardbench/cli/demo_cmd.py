@@ -23,10 +23,10 @@ from cardbench.demo import (
 from cardbench.record import check_store, record
 from cardbench.report.demo import FORMATS, card_line, reader_answer_lines, render_demo
 from cardbench.units import MB
+import platformdirs
 
 
 def default_demo_db() -> str:
-    import platformdirs
     d = platformdirs.user_data_dir("cardbench")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "demo.sqlite3")

@@ -44,7 +44,7 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
     ctx.obj["db"] = db
     if ctx.invoked_subcommand is not None:
         return
-    try:
+    try:   # function-level: the server's extra (starlette, uvicorn) is optional; without it, one line
         import uvicorn
 
         from cardbench.server.app import create_app

@@ -59,6 +59,7 @@ from cardbench.errors import (
     UsageError,
 )
 from cardbench.signals import signals_held
+import platformdirs
 
 JOURNAL_SCHEMA = "cardbench.journal/1"
 CHUNK = 1 << 20  # bytes moved per O_DIRECT call; a multiple of every logical block size
@@ -68,7 +69,6 @@ FREE_SPACE_MARGIN = 16 << 20  # keep this much free on the journal's filesystem
 
 def default_journal_root() -> Path:
     """``<user data dir>/journal``, e.g. ``~/.local/share/cardbench/journal`` (platformdirs)."""
-    import platformdirs
 
     return Path(platformdirs.user_data_dir("cardbench")) / "journal"
 

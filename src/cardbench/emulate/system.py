@@ -67,7 +67,7 @@ def load_mfusepy():
         if path is None:
             raise EnvironmentMissing("emulated cards need libfuse3 (install libfuse3-3 / fuse3)")
         os.environ["FUSE_LIBRARY_PATH"] = path
-    import mfusepy
+    import mfusepy   # function-level: it loads libfuse when imported, after FUSE_LIBRARY_PATH is set above
     return mfusepy
 
 

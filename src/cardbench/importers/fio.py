@@ -40,7 +40,7 @@ from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.result import Card, Run, TestResult
 from cardbench.units import KiB
-from cardbench.workloads.random import pattern_name
+from cardbench.plan import pattern_name
 
 _FIO_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}

@@ -18,6 +18,8 @@ from cardbench.report.drawer import FORMATS, check_rate_unit, md_table, sig, uni
 from cardbench.result import Result, TestResult
 from cardbench.stats import summarize
 from cardbench.units import fmt_size, rate_in, x_rating
+from rich.console import Console
+from rich.table import Table
 
 METHOD_KEYS = ("engine", "block_size", "queue_depth", "iodepth", "numjobs", "cache", "sync", "file_bytes",
                "filesystem", "direct", "rw")
@@ -144,8 +146,6 @@ def _csv(result: Result, unit: str) -> str:
 
 
 def _table(result: Result, unit: str, width: int) -> str:
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
                       highlight=False)

@@ -19,6 +19,7 @@ from cardbench.errors import UsageError
 from cardbench.report.drawer import md_table
 from cardbench.report.terminal import Col, fit_table, to_text
 from cardbench.units import fmt_size
+from rich.markup import escape
 
 FORMATS = ("table", "md", "json")
 
@@ -108,7 +109,6 @@ def model_text(d: BlockDevice, ata: bool = True) -> str:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
     return escape(text)
 
 

@@ -22,6 +22,12 @@ import shutil
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 #: width of tables when stdout is not a terminal: wide enough for the drawer table, so nothing
 #: is cut to rich's 80-column default
@@ -53,7 +59,6 @@ def plain(text: object) -> str:
 
 def text_console(width: int):
     """A rich console that records plain text (no colour, no markup highlighting) at ``width``."""
-    from rich.console import Console
     return Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
                    highlight=False)
 
@@ -88,17 +93,12 @@ class Col:
 
 def _words(text: str, markup: bool) -> tuple[int, int]:
     """(widest line, longest word) of a cell, in terminal cells (markup removed when it is markup)."""
-    from rich.cells import cell_len
-    from rich.text import Text
     lines = (Text.from_markup(text).plain if markup else text).splitlines() or [""]
     return (max(cell_len(x) for x in lines),
             max((cell_len(w) for x in lines for w in x.split()), default=0))
 
 
 def _build(columns, keep, rows, styles, title, widths, table_kw, markup=False):
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
     table_kw = {"box": box.SIMPLE_HEAD, "show_edge": False, **table_kw}
     table = Table(title=Text(title) if title and not markup else title, title_justify="left", **table_kw)
     for i in keep:
@@ -122,7 +122,6 @@ def fit_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
     break a word. The dropped headers are in ``table.dropped`` (a list), so a caller can say
     what it left out.
     """
-    from rich.measure import Measurement
 
     console = text_console(max(width, 1))
     if rows:    # a column with nothing in it says nothing: left out

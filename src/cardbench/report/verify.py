@@ -10,6 +10,7 @@ from cardbench.report.drawer import md_table
 from cardbench.report.readers import reader_title
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.units import fmt_rate, fmt_seconds, fmt_size
+from rich.table import Table
 
 HEADERS = ["Card", "Reader", "Mode", "Verdict", "Announced", "Usable", "Kind", "Bad ranges", "When", "Notes"]
 
@@ -151,7 +152,6 @@ def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
 def render_verify_doc(doc: dict, *, mib: bool = False, width: int = 80) -> str:
     """One verify document as `cardbench verify` prints it: the sentence first, then the details
     and, for full mode, the speed over the card."""
-    from rich.table import Table
     unit = "MiB/s" if mib else "MB/s"
     title = "cardbench verify (" + ("quick probe" if doc.get("mode") == "quick" else "full check") + ")"
     details = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)

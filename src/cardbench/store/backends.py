@@ -267,7 +267,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str):
         self.location = redact_url(url)
-        try:
+        try:   # function-level: psycopg is the optional postgres extra; without it, one line
             import psycopg
             import psycopg.errors
         except ImportError:

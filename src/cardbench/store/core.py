@@ -34,6 +34,7 @@ from cardbench.store.schema import (
     Migration,
     check_migrations,
 )
+import platformdirs
 
 VERIFY_SCHEMA = "cardbench.verify/1"
 #: cards read at once (``readers --probe``, a drawer session): the measured figures and the finding
@@ -49,7 +50,6 @@ RECONNECTS = 2
 
 def default_path() -> Path:
     """platformdirs.user_data_dir("cardbench")/results.sqlite3 (the directory is created)."""
-    import platformdirs
 
     d = Path(platformdirs.user_data_dir("cardbench"))
     try:

@@ -27,6 +27,7 @@ from typing import Any, Union
 from cardbench.errors import UsageError
 from cardbench.result import Result
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
+import platformdirs
 
 OUTBOX_SCHEMA = "cardbench.outbox/1"
 
@@ -38,7 +39,6 @@ SAVE_METHOD = {"result": "save", "verify": "save_verify", "probe": "save_probe",
 
 
 def outbox_dir() -> Path:
-    import platformdirs
     return Path(platformdirs.user_data_dir("cardbench")) / "outbox"
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 from pathlib import Path
+import platformdirs
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -30,7 +31,6 @@ def default_file_bytes(free: int) -> int:
 
 
 def state_dir() -> Path:
-    import platformdirs
     return Path(platformdirs.user_state_dir("cardbench")) / "verify"
 
 

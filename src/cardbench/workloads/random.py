@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -44,7 +43,7 @@ from cardbench.patterns import Pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
 from cardbench.target import AREA_ALIGN, Target
-from cardbench.units import block_label
+from cardbench.plan import PatternSpec, parse_pattern
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -56,65 +55,6 @@ RUN_METHOD_KEYS = ("backend", "fio_version", "fio_command")
 DEFAULT_AREA = 1 * GiB
 #: Filling the area of a slow card stops after this long; the area is what was written.
 DEFAULT_MAX_FILL_SECONDS = 60.0
-MAX_THREADS = 64
-MAX_DEPTH = 256
-
-_NAME_RE = re.compile(r"^(seq|rand)_(read|write)_([0-9]+)([km]?)_q([0-9]+)t([0-9]+)$")
-
-
-# --- names ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PatternSpec:
-    """What a pattern name says."""
-
-    name: str
-    sequential: bool
-    op: str              # "read" | "write"
-    block_size: int      # bytes
-    queue_depth: int
-    threads: int
-
-    @property
-    def fio_rw(self) -> str:
-        return ("" if self.sequential else "rand") + self.op
-
-    @property
-    def is_write(self) -> bool:
-        return self.op == "write"
-
-
-def parse_pattern(name: str) -> PatternSpec:
-    """Parse ``{seq|rand}_{read|write}_{block}_q{depth}t{threads}``.
-
-    Block sizes: a number of bytes, or with ``k`` (KiB) or ``m`` (MiB): ``4k``, ``128k``, ``1m``,
-    ``512``; a multiple of 512 bytes, at most 64 MiB. Depth 1..256, threads 1..64.
-    """
-    if not isinstance(name, str):
-        raise UsageError(f"a test name is a string like rand_read_4k_q32t1, got {name!r}")
-    m = _NAME_RE.match(name.strip().lower())
-    if not m:
-        raise UsageError(
-            f"bad test name {name!r}: expected {{seq|rand}}_{{read|write}}_{{block}}_q{{depth}}t{{threads}}, "
-            "e.g. rand_read_4k_q32t1 or seq_write_1m_q8t1")
-    kind, op, num, unit, depth, threads = m.groups()
-    bs = int(num) * {"": 1, "k": KiB, "m": MiB}[unit]
-    if bs < 512 or bs % 512 or bs > 64 * MiB:
-        raise UsageError(f"bad test name {name!r}: the block size must be a multiple of 512 B up to 64 MiB")
-    q, t = int(depth), int(threads)
-    if not 1 <= q <= MAX_DEPTH:
-        raise UsageError(f"bad test name {name!r}: queue depth must be 1..{MAX_DEPTH}")
-    if not 1 <= t <= MAX_THREADS:
-        raise UsageError(f"bad test name {name!r}: threads must be 1..{MAX_THREADS}")
-    return PatternSpec(name=m.group(0), sequential=kind == "seq", op=op, block_size=bs, queue_depth=q, threads=t)
-
-
-def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
-    """The name of a pattern (inverse of :func:`parse_pattern`)."""
-    b = block_label(block_size)
-    return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
-
-
 # --- the test area -------------------------------------------------------------------------
 
 @dataclass
