@@ -302,7 +302,7 @@ def main() -> int:
                     for e in seq:
                         res[e].append(one(area, case, e, args.seconds, prof, fio_mem))
                 for e in [e for e in order if e != "fio"]:
-                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"])]
+                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"], strict=True)]
                     row = Row(tname, case, e, None if e in (AA, FALLBACK, FIO_MALLOC) else goal, ratios,
                               ours=statistics.median(run.bytes_per_s for run in res[e]),
                               fio=statistics.median(run.bytes_per_s for run in res["fio"]),

@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -169,7 +168,7 @@ def main() -> None:
         with running_postgres() as pg:
             run(pg.new_database(), a.records, a.runs)
     except pytest.skip.Exception as e:
-        raise SystemExit(f"no PostgreSQL: {e}")
+        raise SystemExit(f"no PostgreSQL: {e}") from None
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def test_random_reads_return_the_right_bytes(ddir, backend, depth):
     rng = random.Random(5)
     seen = 0
     try:
-        for round_ in range(8):
+        for _round in range(8):
             for i, b in enumerate(bufs):
                 eng.submit(IoOp("read", rng.randrange(1024) * 4096, b, 4096, tag=i))
             assert eng.pending() == 16

@@ -53,7 +53,7 @@ class Cli:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"cardbench {' '.join(self.args)} did not end within {timeout} s")
+            raise AssertionError(f"cardbench {' '.join(self.args)} did not end within {timeout} s") from None
         finally:
             if self.proc in _live:
                 _live.remove(self.proc)

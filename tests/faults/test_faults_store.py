@@ -379,7 +379,7 @@ def test_two_stations_at_once(row, tmp_path, pg, pg_db):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-800:]
     lines = [ln.split() for out, _ in outs for ln in out.splitlines() if not ln.startswith("sync")]
     made = [ln[0] for ln in lines]

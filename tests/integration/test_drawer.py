@@ -81,7 +81,7 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
             for i, spec in enumerate(specs):
                 with EmulatedCard(spec) as card:
                     inserted = time.monotonic()
-                    assert drawer.wait_for(lambda: len(drawer.lines) > i, 240), "".join(drawer.err)
+                    assert drawer.wait_for(lambda i=i: len(drawer.lines) > i, 240), "".join(drawer.err)
                     assert time.monotonic() - inserted < 240
                     doc = drawer.docs()[i]
                     assert doc["schema"] == "cardbench.drawer/1" and doc["device"] == card.device

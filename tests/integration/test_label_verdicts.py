@@ -137,7 +137,7 @@ def check_rows(result: Result, sc: Scenario, table: str | None = None) -> tuple[
     printed = printed_claims(table if table is not None else render_result(result, "table"))
     assert [(p[0], p[1]) for p in printed] == [(r["claim"], r["verdict"]) for r in rows]
     record = []
-    for row, (_, _, printed_margin) in zip(rows, printed):
+    for row, (_, _, printed_margin) in zip(rows, printed, strict=True):
         what = f"{sc.id}: {row['name']} {row['direction']} ({row['test']}): {row['reason']}"
         set_value = sc.set_value(row["direction"])
         set_margin = set_value / row["required"] - 1
@@ -237,7 +237,7 @@ def test_label_thresholds_judged(sc):
     record, problems = check_rows(result, sc)
     assert not problems, "\n".join(problems)
     # the set figures, not a neighbourhood of them: the judged margin is the set margin
-    for sid, claim, direction, set_value, measured, margin, verdict in record:
+    for _sid, claim, direction, set_value, measured, _margin, _verdict in record:
         assert measured == pytest.approx(set_value, rel=5e-3), (claim, direction)   # whole ops
     report(record)
     if sc.label == "A2":
@@ -302,7 +302,7 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
     card, mnt = card_fs
     db = str(tmp_path / "results.sqlite3")
     record = []
-    for sc, fmt in zip(CLI, ("json", "table")):
+    for sc, fmt in zip(CLI, ("json", "table"), strict=True):
         for attempt in range(1, ATTEMPTS + 1):
             card.set(latency=0.0, write_rate=sc.write * MB, read_rate=sc.read * MB)
             p = call_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--warmup", "0",

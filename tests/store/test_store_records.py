@@ -218,7 +218,7 @@ def test_a_drawer_session_stores_its_probe_and_itself(tmp_path, capsys):
     from cardbench.drawer import CardOutcome, DrawerOptions, DrawerSession, save_card
     db = str(tmp_path / "drawer.db")
     session = DrawerSession(DrawerOptions(db=db))
-    for i, (dev, card) in enumerate(zip(("/dev/sdb", "/dev/sdc"), CARDS)):
+    for i, (dev, card) in enumerate(zip(("/dev/sdb", "/dev/sdc"), CARDS, strict=True)):
         r = make_result(brand=card.brand, capacity=card.capacity_bytes, label=card.label, serial=card.serial,
                         started_at=f"2024-06-01T10:0{i}:00+00:00")
         r.reader = READER

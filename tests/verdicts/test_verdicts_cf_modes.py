@@ -106,7 +106,7 @@ def test_a_udma_label_is_checked_against_what_the_card_announces():
 def _drawer(reads: list[float], writes: list[float], **fields):
     return [result_with(make_test("cold_read", [rd] * 3), make_test("seq_write", [wr] * 3), reader=USB2,
                         card=card(**dict(fields, serial=f"S{i}")))
-            for i, (rd, wr) in enumerate(zip(reads, writes))]
+            for i, (rd, wr) in enumerate(zip(reads, writes, strict=True))]
 
 
 def test_reader_evidence_names_the_mode_that_explains_a_ceiling():

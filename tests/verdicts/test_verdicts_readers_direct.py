@@ -83,7 +83,7 @@ def test_within_the_gap_is_no_evidence():
 
 def measured(alone, together):
     rows = [{"device": f"/dev/sd{c}", "alone_bytes_per_s": a * M, "together_bytes_per_s": t * M}
-            for c, a, t in zip("bc", alone, together)]
+            for c, a, t in zip("bc", alone, together, strict=True)]
     total = sum(together)
     return {"devices": rows, "alone_sum_bytes_per_s": sum(alone) * M, "alone_max_bytes_per_s": max(alone) * M,
             "together_bytes_per_s": total * M, "together_seconds": 2.0}

@@ -49,7 +49,10 @@ def verify_sentence(doc: dict, *, mib: bool = False) -> list[str]:
     only 16.8 MB of the 67.1 MB it announces are usable." then "Fix: ..." (f3's ending)."""
     verdict = doc.get("verdict")
     announced, usable = doc.get("announced_bytes"), doc.get("usable_bytes")
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     lines = []
     if not doc.get("complete", True):
         lines.append(f"The check stopped before the end: {plain(doc.get('error') or 'no reason recorded')}; "
@@ -91,7 +94,10 @@ def _sz(n, mib: bool) -> str:
 def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
     """The figures behind the verdict, as (what, value) pairs."""
     unit = "MiB/s" if mib else "MB/s"
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     rows: list[tuple[str, str]] = [("target", str(doc.get("device") or (doc.get("target") or {}).get("path")))]
     card = doc.get("card") or {}
     if card.get("serial") or card.get("model"):
