@@ -16,7 +16,7 @@ from cardbench.patterns import Pattern
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result, TestResult, now_iso
 from cardbench.session import fail, judge, mark_incomplete, new_tag
-from cardbench.target import DeviceTarget, open_target
+from cardbench.target import DeviceTarget, Target, open_target
 
 
 @dataclass
@@ -46,7 +46,7 @@ class DeviceOptions:
             raise UsageError("--preserve only makes sense with --destructive (read-only tests write nothing)")
 
 
-def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) -> Result:
+def run_device(target: Target | str, opts: DeviceOptions | None = None) -> Result:
     """raw_read (sampled over the whole device), raw_access (4 KiB random reads, QD1) and, only
     with ``destructive`` and the safety rules passed, raw_write (sampled like raw_read).
     ``target``: a device target (cardbench.target.open_target), or its path."""
@@ -56,8 +56,10 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
 
     opts = opts or DeviceOptions()
     opts.validate()
-    if not isinstance(target, DeviceTarget):
+    if not isinstance(target, Target):
         target = open_target(target, kinds=("device",), whole_device=True)
+    if not isinstance(target, DeviceTarget):
+        raise UsageError(f"{target.path}: run_device needs a device target")
     dev = target.block_device()
     if not os.access(dev.path, os.R_OK):
         raise TargetError(f"cannot open {dev.path}: permission denied (raw device tests need root)")

@@ -90,7 +90,7 @@ class RunOptions:
             raise UsageError("the block size must be a multiple of 4 KiB")
 
 
-def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Result:
+def run_directory(target: Target | str, opts: RunOptions | None = None) -> Result:
     """Run seq_write and cold_read (and the extra tests the options and label ask for) on a
     directory of a mounted card and return the result. ``target``: a directory target
     (cardbench.target.open_target with ``write=True``), or its path."""
@@ -98,7 +98,7 @@ def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Re
     opts.validate()
     if not isinstance(target, Target):
         target = open_target(target, kinds=("directory",), write=True)
-    elif not target.is_directory:
+    if not isinstance(target, DirTarget):
         raise UsageError(f"{target.path}: run_directory needs a directory target")
     result = Result(target=target.to_dict(), card=opts.card, reader=opts.reader)
     if opts.label and not result.card.label:
@@ -135,6 +135,7 @@ def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Re
 def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) -> None:
     """The plan's pattern tests in one test area (a file of ours, removed after), then sustained_write."""
     if plan.extra:
+        assert plan.area is not None        # make_plan sizes an area whenever there are extra tests
         from cardbench.workloads.random import open_area, run_pattern
         # filled at about the rate seq_write just measured: that is the time shown
         written = result.test("seq_write")

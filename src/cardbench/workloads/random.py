@@ -292,8 +292,8 @@ def run_pattern(path: Target | str | TestArea, name: str, engine: str = "queued"
         raise UsageError(f"duration must be a positive number of seconds, got {duration!r}")
     with sigterm_raises():
         own = not isinstance(path, TestArea)
-        area = open_area(path, size, fill=True, write=spec.is_write, allow_write=allow_write,
-                         max_fill_seconds=max_fill_seconds) if own else path
+        area = path if isinstance(path, TestArea) else open_area(
+            path, size, fill=True, write=spec.is_write, allow_write=allow_write, max_fill_seconds=max_fill_seconds)
         try:
             if spec.is_write:
                 check_write_allowed(area, area.path, allow_write)

@@ -57,12 +57,12 @@ def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) 
 
         threads = [threading.Thread(target=one, args=(i,), name=f"cardbench-probe-{i}", daemon=True)
                    for i in range(len(devices))]
-        for t in threads:
-            t.start()
+        for th in threads:
+            th.start()
         barrier.wait()
         start = time.perf_counter()
-        for t in threads:
-            t.join()
+        for th in threads:
+            th.join()
     if errors:
         e = errors[0]
         if isinstance(e, CardbenchError):
