@@ -7,12 +7,12 @@ import os
 import re
 
 import pytest
-from realparts import ROOT, call_cli
 
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
-from cardbench.units import MB, MiB
 from cardbench.target import DirTarget
+from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli
 
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 

@@ -8,12 +8,12 @@ import json
 import os
 
 import pytest
-from realparts import ROOT, call_cli, loop_device, mounted, sha256_device
 
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device
-from cardbench.units import MB, MiB
 from cardbench.target import open_target
+from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli, loop_device, mounted, sha256_device
 
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 

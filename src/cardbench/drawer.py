@@ -58,8 +58,8 @@ from cardbench.runner import (
     run_device,
     run_directory,
 )
-from cardbench.target import DirTarget, open_target
 from cardbench.store import open_store
+from cardbench.target import DirTarget, open_target
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
 from cardbench.verify.quick import verify_device
 from cardbench.workloads import raw

@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cardbench.engine.errors import shown
 from cardbench.engine.registry import engine_info
 from cardbench.errors import TargetError, UsageError
-from cardbench.engine.errors import shown
 from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin
 from cardbench.units import KiB, MiB, block_label, fmt_size
 from cardbench.verdicts.labels import parse_label

@@ -8,14 +8,6 @@ import fcntl
 import os
 
 import pytest
-from devices_helpers import (
-    LAPTOP_LSBLK,
-    LAPTOP_PROC,
-    LAPTOP_SYS,
-    loop_device,
-    mounted,
-    needs_loop,
-)
 
 from cardbench.devices import get_device, list_devices
 from cardbench.devices.safety import (
@@ -27,6 +19,14 @@ from cardbench.devices.safety import (
 )
 from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError, UsageError
+from devices_helpers import (
+    LAPTOP_LSBLK,
+    LAPTOP_PROC,
+    LAPTOP_SYS,
+    loop_device,
+    mounted,
+    needs_loop,
+)
 
 
 @needs_loop

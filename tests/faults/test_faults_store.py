@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from faults_helpers import (
     card,
     counters,
@@ -36,9 +37,8 @@ from faults_helpers import (
 from realparts import loop_device, mounted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
-from cardbench_factories import make_result, running_postgres  # noqa: E402
-
 from cardbench.units import MB, MiB  # noqa: E402
+from cardbench_factories import make_result, running_postgres  # noqa: E402
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -389,7 +389,7 @@ def test_two_stations_at_once(row, tmp_path, pg, pg_db):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-800:]
     lines = [ln.split() for out, _ in outs for ln in out.splitlines() if not ln.startswith("sync")]
     made = [ln[0] for ln in lines]

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from cardbench.units import MB, MiB
 from faults_helpers import (
     VERIFY_FILE_RE,
     card,
@@ -37,8 +39,6 @@ from faults_helpers import (
     when_read,
     when_written,
 )
-
-from cardbench.units import MB, MiB
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

@@ -12,10 +12,10 @@ import threading
 import time
 
 import pytest
-from realparts import call_cli, can_emulate, emulators_under, run_cli
 
-from cardbench.units import MB, MiB
 from cardbench.target import open_target
+from cardbench.units import MB, MiB
+from realparts import call_cli, can_emulate, emulators_under, run_cli
 
 pytestmark = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices for emulated cards")
 
@@ -81,7 +81,7 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
             for i, spec in enumerate(specs):
                 with EmulatedCard(spec) as card:
                     inserted = time.monotonic()
-                    assert drawer.wait_for(lambda: len(drawer.lines) > i, 240), "".join(drawer.err)
+                    assert drawer.wait_for(lambda i=i: len(drawer.lines) > i, 240), "".join(drawer.err)
                     assert time.monotonic() - inserted < 240
                     doc = drawer.docs()[i]
                     assert doc["schema"] == "cardbench.drawer/1" and doc["device"] == card.device
@@ -167,10 +167,9 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
 def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
     """Ctrl-C while the quick verify is writing: the card is put back as it was, the partial
     result is stored as incomplete, the session ends with its table (exit 130), nothing is left."""
-    from realparts import sha256_device
-
     from cardbench.emulate import CardSpec, EmulatedCard
     from cardbench.store import open_store
+    from realparts import sha256_device
     emu = tmp_path / "emu"
     emu.mkdir()
     db = str(tmp_path / "i.sqlite3")
@@ -203,9 +202,8 @@ def test_sigint_mid_verify_restores_the_card_and_stores_it_incomplete(tmp_path):
 def test_not_root_says_what_it_cannot_run(tmp_path):
     """An unprivileged user: the drawer says unmounted cards cannot be read raw nor verified, and
     a card it cannot read is said not tested (not a failure); --cards 1 ends the session."""
-    from realparts import run_cli_as, unprivileged_user
-
     from cardbench.emulate import CardSpec, EmulatedCard
+    from realparts import run_cli_as, unprivileged_user
     emu = tmp_path / "emu"
     emu.mkdir()
     with emulators_under(emu), unprivileged_user() as (user, _uid, _gid, home):

@@ -4,12 +4,12 @@ once (judge_shared), beside the clustering; and the drawer's recall of a card by
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import make_test
 
 from cardbench.drawer import recall
 from cardbench.result import Card, Reader, Result
 from cardbench.verdicts.ceiling import ceilings_for
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from verdicts_helpers import make_test
 
 M = 1_000_000
 FAST, CAPPED = Reader(name="fast"), Reader(name="capped")
@@ -83,7 +83,7 @@ def test_within_the_gap_is_no_evidence():
 
 def measured(alone, together):
     rows = [{"device": f"/dev/sd{c}", "alone_bytes_per_s": a * M, "together_bytes_per_s": t * M}
-            for c, a, t in zip("bc", alone, together)]
+            for c, a, t in zip("bc", alone, together, strict=True)]
     total = sum(together)
     return {"devices": rows, "alone_sum_bytes_per_s": sum(alone) * M, "alone_max_bytes_per_s": max(alone) * M,
             "together_bytes_per_s": total * M, "together_seconds": 2.0}

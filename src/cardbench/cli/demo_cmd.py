@@ -7,6 +7,7 @@ import os
 import time
 
 import click
+import platformdirs
 
 from cardbench.cli import params
 from cardbench.cli.ui import said
@@ -23,7 +24,6 @@ from cardbench.demo import (
 from cardbench.record import check_store, record
 from cardbench.report.demo import FORMATS, card_line, reader_answer_lines, render_demo
 from cardbench.units import MB
-import platformdirs
 
 
 def default_demo_db() -> str:

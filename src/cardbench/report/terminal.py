@@ -22,6 +22,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
@@ -138,7 +139,7 @@ def fit_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
         # a word longer than LONG_WORD (a path) folds anyway: it does not get to drop columns
         least[i] = natural[i] if not c.wrap else max(1, min(LONG_WORD, max(s[1] for s in sizes)))
     keep = list(range(len(columns)))
-    order = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
+    order = [i for _, i in sorted((c.drop, i) for i, c in enumerate(columns) if c.drop is not None)]
     while True:
         # what borders and padding take: the table with every column one cell wide, less those cells
         bare = _build(columns, keep, [], None, None, {i: 1 for i in keep}, table_kw)
