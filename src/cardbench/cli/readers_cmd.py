@@ -11,6 +11,8 @@ from __future__ import annotations
 import click
 
 from cardbench.cli import params
+from cardbench.cli.ui import said
+from cardbench.measured import keep_measured
 from cardbench.report.readers import FORMATS
 
 
@@ -53,18 +55,22 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, rea
         if not no_save:
             from cardbench.record import check_store
             check_store(db)          # a bad --db is refused before the cards are read
-        finding = judge_shared(read_together(list(devices), seconds=seconds))
-        doc = _probe_document(finding, list(devices), reader_name)
-        finding["probe_id"] = doc["id"]
-        rec = None
-        if not no_save:
-            from cardbench.record import record
-            rec = record(doc, db)
-        out.echo(render_probe(finding, "json" if out.json else "table", width=out.width), nl=False)
-        if rec is not None:
-            if rec.problem() is not None:
-                raise rec.problem()
-            out.note(f"probe stored in {rec.location} (id {doc['id'][:8]}): `cardbench readers` weighs it")
+        findings: list[dict] = []
+
+        def measure() -> dict:
+            finding = judge_shared(read_together(list(devices), seconds=seconds))
+            doc = _probe_document(finding, list(devices), reader_name)
+            finding["probe_id"] = doc["id"]
+            findings.append(finding)
+            return doc
+
+        def show(doc: dict) -> None:
+            out.echo(render_probe(findings[0], "json" if out.json else "table", width=out.width), nl=False)
+        kept = keep_measured(measure, db=db, save=not no_save, show=show)
+        if kept.recorded is not None:
+            said(kept.recorded, saved_line=False)
+            out.note(f"probe stored in {kept.recorded.location} (id {kept.item['id'][:8]}): `cardbench readers` "
+                     "weighs it")
         return
     from cardbench.evidence import probe_findings
     with params.open_to_read(db) as store:
