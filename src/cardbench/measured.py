@@ -42,7 +42,8 @@ class Kept(Generic[M]):
 
     #: what was measured: the measurement's return value, or the partial on its error
     item: M
-    #: what became of it (None with ``save=False``, or a partial that holds no measurement)
+    #: what became of it (None with ``save=False``, when nothing was measured, or a partial that
+    #: holds no measurement)
     recorded: Recorded | None = None
     #: the error that ended the measurement (None when it finished)
     error: CardbenchError | None = None
@@ -95,9 +96,10 @@ def keep_measured(measure: Callable[[], M], *, db: str | os.PathLike | None = No
                 tell(kept)
         raise
     kept = Kept(item=item)
+    items = _storable(item)
     with signals_held() as kept.signals:
-        if save:
-            kept.recorded = record(_storable(item), db, show=(lambda: show(item)) if show is not None else None)
+        if save and items is not None and items != []:
+            kept.recorded = record(items, db, show=(lambda: show(item)) if show is not None else None)
         elif show is not None:
             show(item)
         if tell is not None:
