@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from realparts import call_cli, can_emulate, emulators_under, run_cli
+from realparts import call_cli, can_emulate, emulators_under, loop_device, run_cli
 
 from cardbench.units import MB, MiB
 
@@ -324,3 +324,31 @@ def test_a_card_already_in_is_named_or_tested_first(tmp_path, present):
                 assert "not tested" in line and "--present" in "".join(drawer.err)
         finally:
             drawer.stop()
+
+
+def test_the_session_tells_what_happens_as_typed_events(tmp_path):
+    """A card already in (a loop device), tested first: the session tells Watching, Present,
+    Testing and CardDone, each a typed value with its fields; the card is stored, and every event
+    has its words (cardbench.report.session.event_lines)."""
+    from cardbench.drawer import CardDone, DrawerOptions, DrawerSession, Present, Testing, Watching
+    from cardbench.report.session import event_lines
+    from cardbench.store import open_store
+    db = str(tmp_path / "e.sqlite3")
+    events: list = []
+    with loop_device(8 * MiB, directory=str(tmp_path)) as dev:
+        session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(tmp_path), settle=0, runs=1,
+                                              verify=False, probe_shared=False, test_present=True, db=db,
+                                              on_event=events.append))
+        session.run(max_cards=1)
+    assert [type(e) for e in events] == [Watching, Present, Testing, CardDone], events
+    watching, present, testing, done = events
+    assert watching.root and "loop devices backed under" in watching.what
+    assert present == Present(devices=(dev,), tested=True)
+    assert (testing.device, testing.number, testing.recalled) == (dev, 1, False)
+    assert done.count == 1 and done.outcome is session.outcomes[0] and done.outcome.saved
+    assert [t.name for t in done.outcome.result.tests] == ["raw_read", "raw_access"]
+    with open_store(db) as store:
+        assert [r.id for r in store.results()] == [done.outcome.result.id]
+    assert event_lines(present) == [f"Already in: {dev}; testing them first."]
+    assert event_lines(done) == ["1 card(s) done; waiting for the next card (Ctrl-C ends)."]
+    assert all(line.strip() for e in events for line in event_lines(e))

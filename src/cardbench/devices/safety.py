@@ -189,4 +189,4 @@ def confirm_destructive(dev: BlockDevice, given: str | None, *, will: str, flag:
         stderr.flush()
         given = stdin.readline().strip()
     confirm(dev, given)
-    return given
+    return given.strip()
