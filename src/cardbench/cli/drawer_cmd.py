@@ -127,8 +127,9 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     if cut_short is None and session.not_stored:
         raise session.not_stored[-1]
     if cut_short is not None and session.cut_short:
+        saved = any(o.device == session.cut_short and o.saved for o in session.outcomes)
         raise Interrupted(f"interrupted while testing {session.cut_short}; its cleanup has run and its partial "
-                          "result is stored as incomplete")
+                          "result is " + ("stored as incomplete" if saved else "not stored"))
 
 
 def _summary(session, unit: str, as_json: bool) -> None:
