@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 from cardbench.emulate import CardSpec, EmulatedReader
 from cardbench.errors import EnvironmentMissing
@@ -111,14 +113,24 @@ def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, 
     return result
 
 
+#: ``keep(card, measure) -> Result``: run one card's test and keep what it measured
+Keep = Callable[["DemoCard", Callable[[], Result]], Result]
+
+
+def _only_measure(card: DemoCard, measure: Callable[[], Result]) -> Result:
+    return measure()
+
+
 def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTOR, file_bytes: int = FILE_BYTES,
-             runs: int = RUNS, progress: ProgressReporter | None = None, on_result=None,
+             runs: int = RUNS, progress: ProgressReporter | None = None, keep: Keep | None = None,
              ceiling_mb_s: float | None = READER_CEILING_MB_S, evidence: bool = True,
              on_evidence=None) -> list[tuple[DemoCard, Result]]:
     """Emulate the drawer behind one reader (ceiling ``ceiling_mb_s`` at survey scale, None for
     none) and run the standard test on every card.
 
-    ``on_result(card, result)`` is called after each card (to store and print as it goes).
+    Each card's test goes through ``keep(card, measure)``, which runs ``measure()`` and returns
+    its Result: the CLI's stores and prints each as it goes, and stores what a card cut short
+    measured (:func:`cardbench.measured.keep_measured`); by default the test is only run.
     With ``evidence``: first, when the ceiling hides some card, the known-fast card (the drawer's
     fastest reader) through another reader without a ceiling (``on_result`` too; its result is the first of the list), and at the
     end two cards in the capped reader's slots read at once; ``on_evidence(finding)`` gets that
@@ -127,22 +139,21 @@ def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTO
 
     check_environment()
     cards = DRAWER if cards is None else cards
+    keep = keep or _only_measure
     out: list[tuple[DemoCard, Result]] = []
     ceiling = ceiling_mb_s * MB * factor if ceiling_mb_s else None
     fastest = max(cards, key=lambda c: c.read_mb_s)
     if evidence and ceiling is not None and fastest.read_mb_s * MB * factor > ceiling:
         # the known-fast card is only worth fetching when the ceiling hides a card
         with EmulatedReader(ceiling=None) as fast:
-            result = _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor, file_bytes, runs, progress)
+            result = keep(fastest, lambda: _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor,
+                                                      file_bytes, runs, progress))
         out.append((fastest, result))
-        if on_result:
-            on_result(fastest, result)
     with EmulatedReader(ceiling=ceiling) as reader:
         for i, c in enumerate(cards):
-            result = _test_card(reader, c, f"demo{i}", READER_NAME, factor, file_bytes, runs, progress)
+            result = keep(c, partial(_test_card, reader, c, f"demo{i}", READER_NAME, factor, file_bytes, runs,
+                                     progress))
             out.append((c, result))
-            if on_result:
-                on_result(c, result)
         if evidence and ceiling is not None and len(cards) >= 2:
             two = sorted(cards, key=lambda c: c.read_mb_s)[-2:]
             slots = [reader.add_card(CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,

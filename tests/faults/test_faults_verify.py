@@ -88,7 +88,7 @@ def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
         assert p.returncode == 130, (p.returncode, p.stderr)
         line = one_error_line(p, *words)
         row.saw(f"exit 130: {line[11:]}")
-        if "after the check had finished" in line:
+        if "after the measurement had finished" in line:
             # the signal came while the finished result was being stored and shown: kept whole
             docs = stored_verify(db)
             assert len(docs) == 1 and docs[0]["complete"] is True, docs
