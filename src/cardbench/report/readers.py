@@ -59,7 +59,8 @@ def reader_sentence(row: dict[str, Any]) -> str:
         return f"{name}: no ceiling named ({cards} card{'s' if cards != 1 else ''} measured through it)."
     at = f"; {row['cards_at_ceiling']} of {cards} cards reach it" if row.get("cards_at_ceiling") is not None else ""
     how = f"{row.get('confidence')}, {_kind(row.get('kind'))}" if row.get("kind") else str(row.get("confidence"))
-    return f"{name}: caps {row.get('direction') or 'read'}s at {_rate(row['ceiling_bytes_per_s'])} ({how}{at})."
+    word = f"; it rests on {' and '.join(row['rests_on'])}" if row.get("rests_on") else ""
+    return f"{name}: caps {row.get('direction') or 'read'}s at {_rate(row['ceiling_bytes_per_s'])} ({how}{at}){word}."
 
 
 def evidence_lines(row: dict[str, Any]) -> list[str]:
