@@ -33,7 +33,7 @@ def demo(db, no_save, check, cards, out):
     """Emulate a 2006 drawer of nine CF cards behind one USB 2.0 reader and test each one; then
     answer the survey's question: what is the reader's upper limit?"""
     from cardbench.cli.ui import said
-    from cardbench.demo import (DRAWER, FILE_BYTES, READER_CEILING_MB_S, RUNS, SPEED_FACTOR, check_environment,
+    from cardbench.demo import (DRAWER, READER_CEILING_MB_S, RUN_SECONDS, RUNS, SPEED_FACTOR, check_environment,
                                 reader_answer, run_demo)
     from cardbench.record import check_store, record
     from cardbench.report.demo import card_line, reader_answer_lines, render_demo
@@ -46,8 +46,8 @@ def demo(db, no_save, check, cards, out):
     if not no_save:
         check_store(db)
     out.note(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
-             f"x{SPEED_FACTOR} so the demo is quick), one {FILE_BYTES // MB} MB file per run, "
-             f"1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: first the "
+             f"x{SPEED_FACTOR} so the demo is quick), each card's file sized so that a run lasts at least "
+             f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: first the "
              f"fastest card through another reader, then the drawer, then two cards at once.")
     started = time.monotonic()
     not_stored = []
