@@ -16,7 +16,7 @@ from typing import Any
 
 from cardbench.errors import UsageError
 from cardbench.report.drawer import md_table
-from cardbench.report.terminal import Col, fit_table, plain, to_text
+from cardbench.report.terminal import Col, fit_table, nothing_yet, plain, to_text
 from cardbench.units import MB
 
 FORMATS = ("table", "md", "json")
@@ -24,8 +24,9 @@ LEGEND = ("MB/s = 10^6 bytes per second. Evidence: the same card faster through 
           "cards read at once that do not add up (direct, `cardbench readers --probe`); several different "
           "cards at one rate (inferred); the link's own limit (an upper bound). \"possible\" means some "
           "evidence speaks against it.")
-NO_READER = ("No card measured through a reader yet (a USB stick is its own card, with no reader): "
-             "nothing to say about readers.")
+NO_READER = nothing_yet("No card measured through a reader",
+                        "`cardbench run DIRECTORY`, with the card in a reader, measures one and stores its result "
+                        "(a USB stick is its own card, with no reader).")
 _HEADERS = ("Reader", "Cards", "Ceiling", "Direction", "At ceiling", "Confidence")
 
 
