@@ -33,7 +33,7 @@ def demo(db, no_save, check, cards, out):
     """Emulate a 2006 drawer of nine CF cards behind one USB 2.0 reader and test each one; then
     answer the survey's question: what is the reader's upper limit?"""
     from cardbench.cli.ui import said
-    from cardbench.demo import (DRAWER, READER_CEILING_MB_S, RUN_SECONDS, RUNS, SPEED_FACTOR, check_environment,
+    from cardbench.demo import (DRAWER, READER_CEILING_MB_S, RUNS, RUN_SECONDS, SPEED_FACTOR, check_environment,
                                 reader_answer, run_demo)
     from cardbench.record import check_store, record
     from cardbench.report.demo import card_line, reader_answer_lines, render_demo

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import statistics
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Mapping
 
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
@@ -156,7 +156,7 @@ def _count(n: int) -> str:
     return f"{n} card" if n == 1 else f"{n} cards"
 
 
-def _names(ids: list[str], names: dict[str, str], values: dict[str, float]) -> str:
+def _names(ids: list[str], names: Mapping[str, str], values: dict[str, float]) -> str:
     return ", ".join(f"{names[i]} {_mbs(values[i])}" for i in sorted(ids, key=lambda k: values[k]))
 
 
@@ -281,8 +281,8 @@ EVIDENCE_KINDS = {"same_card": "the same card through another reader", "probe": 
 _KIND_ORDER = {"same_card": 0, "probe": 1, "cluster": 2}
 
 
-def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str], dict[str, dict[str, float]],
-                                                                 dict[str, str]]],
+def same_card_findings(identity: str, per_reader: Mapping[str, tuple[Mapping[str, str], dict[str, dict[str, float]],
+                                                                    dict[str, str]]],
                        reader_names: dict[str, str], *, gap: float = SAME_CARD_GAP,
                        tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
     """The same card (by identity) measured through this reader and another: when the other
@@ -304,7 +304,7 @@ def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str]
     out = []
     for direction in ("read", "write"):
         mine = best[direction]
-        pairs = []
+        pairs: list[dict[str, Any]] = []
         for other, (_, other_best, other_same) in per_reader.items():
             if other == identity:
                 continue
