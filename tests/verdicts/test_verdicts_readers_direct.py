@@ -7,6 +7,7 @@ import pytest
 from verdicts_helpers import make_test
 
 from cardbench.drawer import recall
+from cardbench.evidence import VERDICT_KEYS
 from cardbench.report.readers import render_readers
 from cardbench.result import Card, Reader, Result
 from cardbench.verdicts.ceiling import ceilings_for
@@ -91,6 +92,12 @@ def test_a_name_the_person_typed_makes_the_same_card_and_the_verdict_says_so():
     assert ("slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach "
             "it); it rests on yardstick-1, as you named it.") in text
     assert "yardstick-1, as you named it, reads 30 MB/s through the other reader (fast-reader)" in text
+    # a drawer session keeps the verdict said at its end, and says what it rested on as well
+    session = {"started_at": "2026-12-03T15:00:00+00:00", "cards": [],
+               "reader_verdict": [{k: e.get(k) for k in VERDICT_KEYS} for e in rows]}
+    text = render_readers(rows, width=400, sessions=[session])
+    assert "; slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach it); " \
+           "it rests on yardstick-1, as you named it." in text.splitlines()[-2]
     # another name is another card
     other = Card(name="yardstick-2", capacity_bytes=256 * 1024 * 1024)
     rows = reader_ceilings([res(named, fast, 30.0), res(other, slow, 12.0)])
