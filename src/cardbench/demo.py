@@ -112,7 +112,8 @@ def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, 
     card = reader.add_card(spec)
     try:
         with card.filesystem("ext4") as mnt:
-            opts = RunOptions(size=file_bytes or file_size(spec, reader.ceiling), runs=runs, progress=progress or NullProgress(),
+            opts = RunOptions(size=file_bytes or file_size(spec, reader.ceiling), runs=runs,
+                              progress=progress or NullProgress(),
                               card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
                               reader=Reader(name=reader_name, transport="usb"))
             result = run_directory(mnt, opts)

@@ -96,15 +96,16 @@ def test_a_name_the_person_typed_makes_the_same_card_and_the_verdict_says_so():
     session = {"started_at": "2026-12-03T15:00:00+00:00", "cards": [],
                "reader_verdict": [{k: e.get(k) for k in VERDICT_KEYS} for e in rows]}
     text = render_readers(rows, width=400, sessions=[session])
-    assert "; slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach it); " \
-           "it rests on yardstick-1, as you named it." in text.splitlines()[-2]
+    assert ("; slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach "
+            "it); it rests on yardstick-1, as you named it.") in text.splitlines()[-2]
     # another name is another card
     other = Card(name="yardstick-2", capacity_bytes=256 * 1024 * 1024)
     rows = reader_ceilings([res(named, fast, 30.0), res(other, slow, 12.0)])
     assert all(e["direct"] == [] for e in rows)
     # a card known by its own identity rests on no name
     rows = reader_ceilings([res(own("sd", "03-SD-0x1"), fast, 30.0), res(own("sd", "03-SD-0x1"), slow, 12.0)])
-    assert entry(rows, "slow-reader")["rests_on"] == [] and "as you named it" not in entry(rows, "slow-reader")["evidence"]
+    slow = entry(rows, "slow-reader")
+    assert slow["kind"] == "same_card" and slow["rests_on"] == [] and "as you named it" not in slow["evidence"]
 
 
 def test_a_stick_is_no_reader():

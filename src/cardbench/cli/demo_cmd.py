@@ -47,8 +47,8 @@ def demo(db, no_save, check, cards, out):
         check_store(db)
     out.note(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
              f"x{SPEED_FACTOR} so the demo is quick), each card's file sized so that a run lasts at least "
-             f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: first the "
-             f"fastest card through another reader, then the drawer, then two cards at once.")
+             f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: "
+             f"first the fastest card through another reader, then the drawer, then two cards at once.")
     started = time.monotonic()
     not_stored = []
 

@@ -281,8 +281,8 @@ EVIDENCE_KINDS = {"same_card": "the same card through another reader", "probe": 
 _KIND_ORDER = {"same_card": 0, "probe": 1, "cluster": 2}
 
 
-def same_card_findings(identity: str, per_reader: Mapping[str, tuple[Mapping[str, str], dict[str, dict[str, float]],
-                                                                    dict[str, str]]],
+def same_card_findings(identity: str,
+                       per_reader: Mapping[str, tuple[Mapping[str, str], dict[str, dict[str, float]], dict[str, str]]],
                        reader_names: dict[str, str], *, gap: float = SAME_CARD_GAP,
                        tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
     """The same card (by identity) measured through this reader and another: when the other
@@ -431,7 +431,8 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
                     "ceiling_bytes_per_s": top["ceiling_bytes_per_s"], "direction": top["direction"],
                     "cards_at_ceiling": top["cards_at_ceiling"], "confidence": top["confidence"],
                     "kind": top["kind"], "evidence": evidence, "rests_on": list(top.get("rests_on") or []),
-                    "findings": findings, "direct": direct, "link": link, "pieces": direct + findings + ([link] if link else [])})
+                    "findings": findings, "direct": direct, "link": link,
+                    "pieces": direct + findings + ([link] if link else [])})
     return out
 
 
