@@ -172,5 +172,9 @@ def test_help_fits_and_ends_with_examples(term):
 
 def test_piped_output_keeps_the_full_width(card_fs):
     mnt, db = card_fs
+    # a result of its own (an empty store prints a sentence, not a table)
+    stored = run_cli("run", mnt, "--brand", "Lexar", "--capacity", "48MB", "--label", "4X", "--size", "1MB", "--runs", "1",
+                     "--warmup", "0", "--db", db)
+    assert stored.returncode == 0, stored.stderr
     out = run_cli("results", "--db", db).stdout
     assert "Write file" in out and "Capacity" in out and "Left out" not in out

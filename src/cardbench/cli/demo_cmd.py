@@ -13,8 +13,8 @@ from cardbench.cli import params
 from cardbench.cli.ui import said
 from cardbench.demo import (
     DRAWER,
-    FILE_BYTES,
     READER_CEILING_MB_S,
+    RUN_SECONDS,
     RUNS,
     SPEED_FACTOR,
     check_environment,
@@ -53,9 +53,9 @@ def demo(db, no_save, check, cards, out):
     if not no_save:
         check_store(db)
     out.note(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
-             f"x{SPEED_FACTOR} so the demo is quick), one {FILE_BYTES // MB} MB file per run, "
-             f"1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: first the "
-             f"fastest card through another reader, then the drawer, then two cards at once.")
+             f"x{SPEED_FACTOR} so the demo is quick), each card's file sized so that a run lasts at least "
+             f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: "
+             f"first the fastest card through another reader, then the drawer, then two cards at once.")
     started = time.monotonic()
     not_stored = []
 

@@ -8,6 +8,8 @@
   wrap between words; numeric columns never wrap).
 * :func:`plain`: a sentence for a person: the source tags (``[S1][S2]``) that the JSON and the
   README keep are dropped.
+* :func:`nothing_yet`: what an empty listing says (``results``, ``readers``): nothing yet, and the
+  command that fills it.
 
     from cardbench.report.terminal import Col, fit_table, to_text
     table = fit_table([Col("Card", wrap=True), Col("Write (MB/s)", right=True, drop=2)], rows, width=80)
@@ -38,6 +40,13 @@ PIPE_WIDTH = 150
 LONG_WORD = 32
 
 _SOURCE_TAGS = re.compile(r"\s*(?:\[S\d+\])+")
+
+
+def nothing_yet(what: str, fill: str) -> str:
+    """What a listing says when the store holds nothing for it, in one wording for every command:
+    nothing yet, and the command that fills it. ``what``: "No result stored"; ``fill``: the
+    command and what it does, a sentence."""
+    return f"{what} yet: nothing to show. {fill}"
 
 
 def terminal_width(stream=None) -> int:
