@@ -308,3 +308,29 @@ def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_erro
             k.summary(stored)
             k.cards(stored)
     case()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_store_of_schema_4_keeps_its_probes_links_and_takes_a_new_kind(tmp_path, request, backend):
+    """Migration 5 rebuilds record_cards (any kind may link its cards now) and keeps its rows."""
+    from cardbench.evidence import probe_document
+    from cardbench.store.core import Store
+    from cardbench.store.schema import MIGRATIONS
+    from cardbench.verdicts.readers import judge_shared
+
+    db = str(tmp_path / "old.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    measured = {"devices": [{"device": "/dev/sdb", "sample_bytes": 4 << 20, "alone_bytes_per_s": 2e7,
+                             "together_bytes_per_s": 1e7}],
+                "alone_sum_bytes_per_s": 2e7, "alone_max_bytes_per_s": 2e7, "together_bytes_per_s": 1e7,
+                "together_seconds": 2.0}
+    probe = probe_document(judge_shared(measured), reader=READER, cards={"/dev/sdb": CARD})
+    with Store(db, _migrations=MIGRATIONS[:4]) as st:
+        st.save_probe(probe)
+        with pytest.raises(st.backend.error_types):     # the CHECK of schema 4: only probes and sessions link cards
+            st.backend.execute("INSERT INTO record_cards (kind, record_id, position) VALUES ('scratch', 'x', 0)")
+    with open_store(db) as st:
+        assert st.schema_version == 5
+        assert st.records("probe", card="lexar") == [probe] and st.records("probe", card="sandisk") == []
+        d = doc()
+        st.save_record(d)
+        assert st.records("scratch", card="lexar 4x") == [d]
