@@ -186,7 +186,7 @@ def share_store(db: Any, url: str | None = None, token: str | None = None, *, ba
         doc = collect(store, **filters)
     out = Shared()
     results = doc[kinds.RESULT.section] if kinds.RESULT.shared else []
-    empty = {k.section: [] for k in kinds.kinds()}
+    empty: dict[str, list] = {k.section: [] for k in kinds.kinds()}
     for i in range(0, len(results), batch):
         part = results[i:i + batch]
         up.post({"schema": EXPORT_SCHEMA, "cards": [], **empty, kinds.RESULT.section: part})

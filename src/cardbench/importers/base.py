@@ -105,7 +105,7 @@ class ImportReport:
         """Save what was read into an open store (a cardbench export: all of it in one transaction)."""
         if self.export is not None:
             return store.save_all(self.export.items())
-        return [store.save(r) for r in self.results] + [store.save_verify(d) for d in self.verify_docs]
+        return [store.save_record(it) for it in [*self.results, *self.verify_docs]]
 
 
 def resolve_file_size(option: int | str | None, from_file: str | None) -> tuple[int, str]:

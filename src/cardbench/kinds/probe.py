@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cardbench.kinds.registry import Kind, Link, Table, register
-from cardbench.kinds.shapes import as_text, card_words, common_problem, fields_problem, is_number
+from cardbench.kinds.shapes import as_text, card_words, common_problem, fields_problem, is_number, obj, seq
 from cardbench.units import fmt_rate
 
 SCHEMA = "cardbench.probe/1"
@@ -36,8 +36,7 @@ def problem(d: dict) -> str | None:
 
 
 def _devices(d: dict) -> list:
-    m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
-    return m.get("devices") if isinstance(m.get("devices"), list) else []
+    return seq(obj(d, "measured"), "devices")
 
 
 def cards(d: dict) -> list[Link]:
@@ -49,7 +48,7 @@ def cards(d: dict) -> list[Link]:
 
 def summary(d: dict) -> str:
     """"2 cards read at once: 20.500 MB/s together, 39.000 MB/s alone; caps reads (likely)"."""
-    m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
+    m = obj(d, "measured")
     devices = _devices(d)
     names = ", ".join(card_words(x.get("card")) for x in devices if isinstance(x, dict))
     line = f"{len(devices)} card{'s' if len(devices) != 1 else ''} read at once ({names})"
@@ -57,15 +56,14 @@ def summary(d: dict) -> str:
         line += f": {fmt_rate(m['together_bytes_per_s'])} together"
         if is_number(m.get("alone_sum_bytes_per_s")):
             line += f", {fmt_rate(m['alone_sum_bytes_per_s'])} alone"
-    f = d.get("finding") if isinstance(d.get("finding"), dict) else {}
+    f = obj(d, "finding")
     if f.get("direction") or f.get("confidence"):
         line += f"; {f.get('direction') or '?'} ({f.get('confidence') or '?'})"
     return line
 
 
 def _confidence(d: dict) -> Any:
-    finding = d.get("finding") if isinstance(d.get("finding"), dict) else {}
-    return as_text(finding.get("confidence"))
+    return as_text(obj(d, "finding").get("confidence"))
 
 
 PROBE = register(Kind(

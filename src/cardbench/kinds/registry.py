@@ -162,9 +162,9 @@ def kind_of(item: Any) -> Kind:
         if k.item_type is not dict and isinstance(item, k.item_type):
             return k
     if isinstance(item, dict):
-        k = kind_for_schema(item.get("schema"))
-        if k is not None and k.item_type is dict:
-            return k
+        found = kind_for_schema(item.get("schema"))
+        if found is not None and found.item_type is dict:
+            return found
     got = item.get("schema") if isinstance(item, dict) else type(item).__name__
     names = [k.schema for k in _KINDS.values() if k.item_type is dict]
     raise UsageError(f"only a Result or a {', '.join(names)} document can be stored, not {got!r}")

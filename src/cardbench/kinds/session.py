@@ -5,7 +5,7 @@ read, in what order, what became of each, and the reader verdict said at its end
 from __future__ import annotations
 
 from cardbench.kinds.registry import Kind, Link, Table, register
-from cardbench.kinds.shapes import card_words, common_problem, fields_problem
+from cardbench.kinds.shapes import card_words, common_problem, fields_problem, seq
 
 SCHEMA = "cardbench.session/1"
 
@@ -36,7 +36,7 @@ def problem(d: dict) -> str | None:
 
 
 def _cards(d: dict) -> list:
-    return d.get("cards") if isinstance(d.get("cards"), list) else []
+    return seq(d, "cards")
 
 
 def cards(d: dict) -> list[Link]:
@@ -49,7 +49,7 @@ def cards(d: dict) -> list[Link]:
 def summary(d: dict) -> str:
     """"drawer session: 2 cards (Lexar 4X, SanDisk), 1 probe"."""
     cs = _cards(d)
-    probes = d.get("probes") if isinstance(d.get("probes"), list) else []
+    probes = seq(d, "probes")
     names = ", ".join(card_words(c.get("card")) for c in cs if isinstance(c, dict))
     return (f"drawer session: {len(cs)} card{'s' if len(cs) != 1 else ''} ({names}), "
             f"{len(probes)} probe{'s' if len(probes) != 1 else ''}")

@@ -17,6 +17,18 @@ _SAID = {"text": "text", "number": "a number", "object": "an object", "flag": "t
          "list": "a list", "ranges": "a list of [start, end] byte pairs"}
 
 
+def obj(d: Any, key: str) -> dict:
+    """``d[key]`` when it is an object, else an empty one (for reading a document not yet checked)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
+def seq(d: Any, key: str) -> list:
+    """``d[key]`` when it is a list, else an empty one."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, list) else []
+
+
 def is_number(x: Any) -> bool:
     """A finite int or float (not a bool)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -65,9 +77,8 @@ def common_problem(d: dict) -> str | None:
     """What every document kind checks: its ``card`` and ``reader``, the cards of a probe's
     ``measured.devices`` and of a session's ``cards`` (where present), and its times as text."""
     entities = [(d.get("card"), "card"), (d.get("reader"), "reader")]
-    m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
-    devices = m.get("devices") if isinstance(m.get("devices"), list) else []
-    cards = d.get("cards") if isinstance(d.get("cards"), list) else []
+    devices = seq(obj(d, "measured"), "devices")
+    cards = seq(d, "cards")
     entities += [(x.get("card"), f"measured.devices[{i}].card") for i, x in enumerate(devices) if isinstance(x, dict)]
     entities += [(c.get(k), f"cards[{i}].{k}") for i, c in enumerate(cards) if isinstance(c, dict)
                  for k in ("card", "reader")]

@@ -558,11 +558,12 @@ class Store:
         cols: list[tuple[str, Any]] = [(t.id_column, rid)]
         if t.kind_column:
             cols.append(("kind", k.name))
-        for flag, col, field, upsert, make in ((t.card_column, "card_id", "card", self._upsert_card, Card),
-                                               (t.reader_column, "reader_id", "reader", self._upsert_reader, Reader)):
-            if flag:
-                v = doc.get(field)
-                cols.append((col, upsert(make.from_dict(v)) if isinstance(v, dict) and v else None))
+        card, reader = doc.get("card"), doc.get("reader")
+        if t.card_column:
+            cols.append(("card_id", self._upsert_card(Card.from_dict(card)) if isinstance(card, dict) and card else None))
+        if t.reader_column:
+            cols.append(("reader_id", self._upsert_reader(Reader.from_dict(reader))
+                         if isinstance(reader, dict) and reader else None))
         cols += [(t.time_column.replace("_epoch", "_at"), created), (t.time_column, q.epoch_of_iso(created))]
         cols += [(name, fn(doc)) for name, fn in t.columns]
         if t.kind_column:
@@ -575,7 +576,7 @@ class Store:
 
     def _link_cards(self, kind: str, rid: str, links: list) -> None:
         self._db.execute("DELETE FROM record_cards WHERE kind = ? AND record_id = ?", (kind, rid))
-        rows = []
+        rows: list[Any] = []
         for pos, (card, reader) in enumerate(links):
             card_id = self._upsert_card(Card.from_dict(card)) if isinstance(card, dict) else None
             reader_id = self._upsert_reader(Reader.from_dict(reader)) if isinstance(reader, dict) else None
@@ -643,7 +644,8 @@ class Store:
         if k.table.native:
             return self.results(card=card, reader=reader, since=since, until=until)
         t = k.table
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if t.kind_column:
             where.append("kind = ?")
             params.append(k.name)

@@ -138,6 +138,7 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
     result_kind = kinds.RESULT
     result_problem = result_problem or result_kind.problem
     out = Contents()
+    docs: Any
     single = kinds.kind_for_schema(doc.get("schema")) if isinstance(doc, dict) else None
     if isinstance(doc, list):
         docs, out.schema = doc, RESULT_SCHEMA
