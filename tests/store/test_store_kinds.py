@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -188,6 +189,10 @@ class InProcessServer:
         self.server.should_exit = True
         self.thread.join(timeout=20)
 
+    def text(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+            return resp.read().decode()
+
     def get(self, path: str):
         with urllib.request.urlopen(self.url + path, timeout=10) as resp:
             return json.loads(resp.read())
@@ -211,6 +216,8 @@ def test_a_kind_declared_here_is_shared_with_a_station_server_and_served(tmp_pat
         assert srv.get("/api/v1/records/scratch")["records"] == [d, other]
         assert srv.get(f"/api/v1/records/scratch/{d['id']}") == d
         assert srv.get("/api/v1/export?card=sandisk")["scratch"] == [other]
+        page = srv.text("/card/" + urllib.parse.quote(CARD.identity(), safe=""))
+        assert "Scratch runs" in page and "scratch: held after 3 cycles" in page and "failed" not in page
         with pytest.raises(urllib.error.HTTPError) as e:
             srv.get("/api/v1/records/nonesuch")
         assert e.value.code == 400 and "scratch" in json.loads(e.value.read())["error"]

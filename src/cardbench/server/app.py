@@ -241,13 +241,17 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def card(request: Request) -> Response:
         ident = request.path_params["identity"]
 
+        def names(k, d) -> bool:       # this card itself, not one whose words match its identity
+            return any((c.get("identity") or "") in (ident, "") for c, _ in k.cards(d) if isinstance(c, dict))
+
         def work(store):
             rs = store.results_of_cards([ident])
-            vd = [d for d in store.verify_results(card=ident)
-                  if isinstance(d.get("card"), dict) and (d["card"].get("identity") or "") in (ident, "")]
-            return rs, vd, stations_of(store, rs)
-        rs, vd, st = await run_in_threadpool(srv.call, work)
-        return HTMLResponse(pages.card_page(ident, rs, vd, st), status_code=200 if rs or vd else 404)
+            shown = [(k, [d for d in store.records(k.name, card=ident) if names(k, d)])
+                     for k in kinds.kinds() if k.listed]
+            return rs, shown, stations_of(store, rs)
+        rs, shown, st = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.card_page(ident, rs, shown, st),
+                            status_code=200 if rs or any(docs for _, docs in shown) else 404)
 
     async def model(request: Request) -> Response:
         key = request.path_params["key"]
