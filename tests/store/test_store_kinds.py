@@ -341,3 +341,14 @@ def test_a_store_of_schema_4_keeps_its_probes_links_and_takes_a_new_kind(tmp_pat
         d = doc()
         st.save_record(d)
         assert st.records("scratch", card="lexar 4x") == [d]
+
+
+def test_a_run_of_1e276_seconds_is_refused_in_one_line(tmp_path, capsys):
+    """The fuzz above found it: such a run's statistics overflow (was: internal error, OverflowError)."""
+    d = make_result().to_dict()
+    d["tests"][0]["runs"][0]["seconds"] = 1.3860058559946086e+276
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(d))
+    code, out, err = cli(capsys, "import", p, "--db", tmp_path / "a.db")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "result #1 cannot be read: a figure too large to compute with" in err and "nothing imported" in err

@@ -157,7 +157,7 @@ def flush(store: Any, key: str, directory: Path | None = None) -> Flushed:
             try:
                 item = entry.item()
                 store.save_record(item)
-            except (UsageError, ValueError, KeyError, TypeError):
+            except (UsageError, ValueError, KeyError, TypeError, ArithmeticError):
                 _set_aside(path)
                 done.bad.append(path)
                 continue
