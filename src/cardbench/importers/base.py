@@ -11,7 +11,7 @@ from typing import Any
 from cardbench import __version__
 from cardbench.errors import UsageError
 from cardbench.importers.checks import Flag, Printed, check_row
-from cardbench.kinds.verify import summary as verify_line  # noqa: F401  (one line for a verify document)
+from cardbench.kinds.verify import summary as verify_line  # one line for a verify document
 from cardbench.result import Card, Reader, Result, Run, TestResult, beyond_store
 from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
 
