@@ -29,7 +29,7 @@ from typing import Any
 
 from cardbench.errors import DeviceFault
 from cardbench.result import Run
-from cardbench.units import KiB
+from cardbench.units import KiB, UnitError, parse_number
 
 SIDES = ("read", "write", "trim", "mixed")
 
@@ -110,13 +110,10 @@ def _num(obj: dict, key: str, where: str, *, required: bool = True) -> float | N
         if required:
             raise FioJsonError(f"{where}: no '{key}'")
         return None
-    v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            raise FioJsonError(f"{where}.{key}: {v!r} is not a number") from None
-    return float(v)
+    try:
+        return parse_number(obj[key], f"{where}.{key}", negative=True)
+    except UnitError as e:
+        raise FioJsonError(str(e)) from None
 
 
 def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
@@ -129,8 +126,8 @@ def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
         raise FioJsonError(f"{where}.percentile: not an object")
     for key, value in pct.items():
         try:
-            p = float(key)
-        except ValueError:
+            p = parse_number(key, f"{where}.percentile")
+        except UnitError:
             continue
         if p <= 0:           # unused slots: "0.00": 0
             continue

@@ -376,7 +376,7 @@ def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
     ("/dev/sdb:\n Timing buffered disk reads: lots MB in 3 seconds\n", "line 2: an hdparm"),
     ("3;fio-3.33;job;0;0;100;200;300;400\n", "line 1: 9 fields"),
     ('{"fio version": "fio-3.33", "jobs": [{"jobname": "x", "read": {"io_bytes": "abc", "runtime": 5}}]}',
-     r"jobs\[0\]\.read\.io_bytes: 'abc' is not a number"),
+     r"jobs\[0\]\.read\.io_bytes: expected a number, got 'abc'"),
     ("F3 read 8.0\n        SECTORS      ok/corrupted/changed/overwritten\n"
      "Validating file 1.h2w ...   65280/        0/      0/      0\n", "no 'Data OK:' line"),
 ])

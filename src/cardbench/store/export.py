@@ -29,6 +29,7 @@ from cardbench.errors import UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Result, beyond_store
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
+from cardbench.units import UnitError, check_json_numbers
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
@@ -111,6 +112,10 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
     verify document whose card the export does not hold, one id given two contents)."""
     from cardbench.importers import _shape_problem
     result_problem = result_problem or _shape_problem
+    try:
+        check_json_numbers(doc)         # NaN, Infinity, a count beyond 64 bits: by key path
+    except UnitError as e:
+        raise UsageError(f"{path}: {e}; nothing imported") from None
     out = Contents()
     if isinstance(doc, list):
         docs, out.schema = doc, RESULT_SCHEMA
