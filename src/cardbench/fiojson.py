@@ -238,8 +238,8 @@ def fio_run(doc: str | bytes | dict, rw: str | None = None, *, percentiles=None)
         "clat_mean_s": (main.clat_s or {}).get("mean"),
     }
     jobs = [j for j in d["jobs"] if isinstance(j, dict)]
-    usr = sum(float(j.get("usr_cpu", 0.0)) for j in jobs)
-    sys_ = sum(float(j.get("sys_cpu", 0.0)) for j in jobs)
+    usr = sum(_num(j, "usr_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
+    sys_ = sum(_num(j, "sys_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
     extra["cpu_s"] = (usr + sys_) / 100.0 * runtime_s   # fio's own CPU time (user + system)
     if main.slat_mean_s is not None:
         extra["slat_mean_s"] = main.slat_mean_s

@@ -399,5 +399,10 @@ def test_a_figure_beyond_a_stores_integers_is_refused_in_one_line(tmp_path):
                tests=[TestResult("seq_write", {}, runs=[Run(2**64, 1.0)])])
     p = tmp_path / "export.json"
     p.write_text(json.dumps(r.to_dict()))
-    with pytest.raises(UsageError, match=r"bytes 1.84e\+19 is beyond any device"):
+    with pytest.raises(UsageError, match=r"tests\[0\]\.runs\[0\]\.bytes: expected a number, got "
+                                         r"18446744073709551616 \(beyond a 64-bit integer\); nothing imported"):
+        import_file(p)
+    r.tests[0].runs[0].bytes = 1.9e19      # a float: finite, a JSON number, but beyond any device
+    p.write_text(json.dumps(r.to_dict()))
+    with pytest.raises(UsageError, match=r"bytes 1.9e\+19 is beyond any device"):
         import_file(p)

@@ -100,7 +100,7 @@ def _date(text: str) -> str | None:
         m = _DATE.match(line)
         if m:
             y, mo, d, h, mi, s = m.groups()
-            return f"{y}-{mo}-{d}T{int(h):02d}:{mi}:{s}"
+            return f"{y}-{mo}-{d}T{parse_count(h, 'Date, hour'):02d}:{mi}:{s}"
     return None
 
 
@@ -225,7 +225,7 @@ def _kdm_factor(version: str, rows: list[_Row]) -> tuple[float, str]:
     kib1024 = 1024.0 * KiB            # 1.4.x, 1.5.0: printed = fio KiB/s / 1024 (MiB/s)
     vm = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if vm:
-        v = tuple(int(x or 0) for x in vm.groups())
+        v = tuple(parse_count(x or 0, "version") for x in vm.groups())
         if v >= (1, 5, 1):
             return kib1000, (f"KDiskMark {version}: its MB/s is fio's KiB/s / 1000 (benchmark.cpp), so the true "
                              "rate is 1.024 x the printed figure (x 1,024,000 B/s)")

@@ -96,12 +96,12 @@ def import_hdparm(text: str, *, path: str, digest: str, card: Card | None = None
             if sp.value > 0:
                 central = nbytes / sp.value / ubytes
                 check_figure(flags, n, f"{device} {what}", f"{unit}B/sec", rp, central, fastest,
-                             nbytes / max(sp.lo, 1e-9) / ubytes, f"{int(mib)} MiB / {sp.text} s")
+                             nbytes / max(sp.lo, 1e-9) / ubytes, f"{nbytes // MiB} MiB / {sp.text} s")
             else:
                 # "0.00 seconds" is any time under 0.005 s (hdparm on a cached loop device prints it with
                 # a rate of thousands of MB/sec): the rate is only bounded below by that
                 check_figure(flags, n, f"{device} {what}", f"{unit}B/sec", rp, fastest, fastest,
-                             max(rp.hi, fastest), f"{int(mib)} MiB / under {sp.hi:g} s")
+                             max(rp.hi, fastest), f"{nbytes // MiB} MiB / under {sp.hi:g} s")
             report.flags += flags
             # the seconds are printed to 0.01 s (a fast read of "32 MB in 0.03 seconds" is up to 17% off);
             # hdparm's own rate comes from the unrounded time, so where it agrees with the printed
