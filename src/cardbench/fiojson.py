@@ -29,7 +29,7 @@ from typing import Any
 
 from cardbench.errors import DeviceFault
 from cardbench.result import Run
-from cardbench.units import KiB, UnitError, parse_number
+from cardbench.units import KiB, UnitError, parse_count, parse_number
 
 SIDES = ("read", "write", "trim", "mixed")
 
@@ -116,6 +116,14 @@ def _num(obj: dict, key: str, where: str, *, required: bool = True) -> float | N
         raise FioJsonError(str(e)) from None
 
 
+def _count(n: int, where: str) -> int:
+    """A count of bytes or I/Os within a store's 64-bit integers (units.parse_count)."""
+    try:
+        return parse_count(n, where, expected="a count within 64 bits")
+    except UnitError as e:
+        raise FioJsonError(str(e)) from None
+
+
 def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
     """Percentiles ("p50", "p99.9"), "mean" and "max" in seconds; ``scale`` s per printed unit."""
     if not isinstance(obj, dict):
@@ -182,8 +190,8 @@ def fio_sides(doc: dict) -> FioDoc:
             ops = _num(s, "total_ios", w, required=False)
             out.sides.append(FioSide(
                 job_index=n, jobname=jobname, side=side,
-                io_bytes=int(io) * (KiB if kib_io else 1), runtime_s=runtime_ms / 1000.0,
-                ops=int(ops) if ops is not None else None,
+                io_bytes=_count(int(io) * (KiB if kib_io else 1), f"{w}.io_bytes"), runtime_s=runtime_ms / 1000.0,
+                ops=_count(int(ops), f"{w}.total_ios") if ops is not None else None,
                 bw_kib_s=_num(s, "bw", w, required=False), bw_bytes=_num(s, "bw_bytes", w, required=False),
                 iops=_num(s, "iops", w, required=False),
                 clat_s=_latency(s.get("clat" + suffix), lat_scale, f"{w}.clat{suffix}"),

@@ -398,3 +398,13 @@ def test_an_exported_number_of_the_wrong_kind_is_refused_and_nothing_stored(valu
         export.import_records(report.export, db, path=PATH)
     assert stored(db) == {}
     assert math.isfinite(seed_export["verify"][0]["usable_bytes"])
+
+
+def test_a_fio_2_io_count_beyond_64_bits_is_refused_naming_its_key():
+    """A soak of the generated cases found fio 2.x's io_bytes (KiB) of 1e308: x 1024 it was an
+    integer no float holds, and the rate ended in OverflowError."""
+    doc = json.loads((PEERS / "fio_real" / "fio-2.18.json").read_text(encoding="utf-8"))
+    doc["jobs"][0]["write"]["io_bytes"] = 1e308
+    with pytest.raises(CardbenchError, match=r"^fuzz-case.txt: fio JSON: jobs\[0\]\.write\.io_bytes: expected a count "
+                                             r"within 64 bits, got .*\(beyond a 64-bit integer\); nothing imported$"):
+        import_text(json.dumps(doc), path=PATH)
