@@ -408,3 +408,13 @@ def test_a_fio_2_io_count_beyond_64_bits_is_refused_naming_its_key():
     with pytest.raises(CardbenchError, match=r"^fuzz-case.txt: fio JSON: jobs\[0\]\.write\.io_bytes: expected a count "
                                              r"within 64 bits, got .*\(beyond a 64-bit integer\); nothing imported$"):
         import_text(json.dumps(doc), path=PATH)
+
+
+def test_a_fio_run_of_no_time_is_refused_naming_its_line():
+    """A soak found fio 3.x normal output with ``(7176MiB/0msec)``: a division by zero. A run that
+    moved bytes in no time has no rate (and an export holding it could not be read back)."""
+    text = re.sub(r"/\d+msec\)", "/0msec)", (PEERS / "fio_real" / "fio-3.1.normal.txt").read_text(encoding="utf-8"),
+                  count=1)
+    with pytest.raises(CardbenchError, match=r"^fuzz-case.txt: line \d+ runtime: expected more than 0 ms for "
+                                             r"[\d,]+ bytes moved, got 0; nothing imported$"):
+        import_text(text, path=PATH)

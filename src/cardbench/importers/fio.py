@@ -129,6 +129,10 @@ def _check_side(flags: list[Flag], row: str, where: str, rate: float, *, bw_kib:
 def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | None, layout: int,
                levels: Any, raw: str, iops_whole: bool = False) -> TestResult | None:
     opts = p.options
+    if p.io_bytes > 0 and p.runtime_s <= 0:
+        # a run of no time has no rate, and an export holding it could not be read back
+        raise UnitError(f"{p.path} runtime: expected more than 0 ms for {p.io_bytes:,} bytes moved, "
+                        f"got {p.runtime_s * 1000:g}")
     rw = str(opts.get("rw") or opts.get("readwrite") or "").split(":")[0].strip().lower()
     kb_base = parse_count(opts.get("kb_base") or 1024, f"{p.path} kb_base")
     bs_opt = opts.get("bs") or opts.get("blocksize")

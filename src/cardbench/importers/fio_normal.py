@@ -286,7 +286,7 @@ def _exact_io(job: _Job, s: _Side, opts: dict) -> int | None:
         return None
     idx = {"read": 0, "write": 1, "trim": 2}
     if s.side == "mixed":
-        if len(set(sizes[:2])) != 1:
+        if len(set(sizes[:2])) != 1 or len(job.issued) < 2:
             return None
         return (job.issued[0] + job.issued[1]) * sizes[0]
     i = idx[s.side]
@@ -299,7 +299,7 @@ def _ops(job: _Job, s: _Side) -> int | None:
     if not job.issued:
         return None
     if s.side == "mixed":
-        return job.issued[0] + job.issued[1]
+        return job.issued[0] + job.issued[1] if len(job.issued) >= 2 else None
     i = {"read": 0, "write": 1, "trim": 2}[s.side]
     return job.issued[i] if i < len(job.issued) else None
 
@@ -351,7 +351,8 @@ def import_fio_normal(text: str, *, path: str, digest: str, card=None, reader: s
             rate = io_bytes / secs if secs > 0 else 0.0
             # fio's bw is whole bytes/s of io / runtime (1000 * io_bytes / runt), printed rounded;
             # from the printed io= the rate is only known to that figure's rounding
-            lo, hi = (rate, rate) if io_bytes == exact else (s.io.lo * s.io_mult / secs, s.io.hi * s.io_mult / secs)
+            lo, hi = (rate, rate) if io_bytes == exact or secs <= 0 else \
+                (s.io.lo * s.io_mult / secs, s.io.hi * s.io_mult / secs)
             if secs > 0:
                 check_figure(flags, s.line, row, "bw", s.bw, rate / s.bw_mult, lo / s.bw_mult, hi / s.bw_mult,
                              "io bytes / runtime")
