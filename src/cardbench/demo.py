@@ -204,7 +204,8 @@ def reader_answer(done: list[tuple[DemoCard, Result]], probes: list[dict] | None
             if r.reader.identity() != identity:
                 continue
             set_rate = r.target.get("emulated", {}).get("read_bytes_per_s")
-            measured = r.test("cold_read").median_bytes_per_s if r.test("cold_read") else None
+            cold = r.test("cold_read")
+            measured = cold.median_bytes_per_s if cold is not None else None
             if set_rate and set_rate > ceiling * 1.03:
                 hidden.append((c, set_rate, measured))
     return {"entry": entry, "ceiling_bytes_per_s": ceiling, "hidden": hidden}

@@ -58,7 +58,7 @@ from cardbench.runner import (
     run_directory,
 )
 from cardbench.store import open_store
-from cardbench.target import DirTarget, open_target
+from cardbench.target import DirTarget, open_device_target
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
 from cardbench.verify.quick import verify_device
 from cardbench.workloads import raw
@@ -303,7 +303,7 @@ class DrawerSession:
         self.probe_docs: list[dict[str, Any]] = []
         #: why this session's probes or the session itself were not stored (kept in the outbox, or lost)
         self.evidence_not_stored: list[CardbenchError] = []
-        self._watcher = None
+        self._watcher: Watcher | None = None
         #: why cards were not stored (NotStored: kept in the outbox; StoreError: lost)
         self.not_stored: list[CardbenchError] = []
 
@@ -460,7 +460,7 @@ class DrawerSession:
             return
         try:
             positions = raw_positions(path)
-            outcome.result = run_device(open_target(path, kinds=("device",), whole_device=True), DeviceOptions(runs=self.opts.runs, positions=positions,
+            outcome.result = run_device(open_device_target(path, whole_device=True), DeviceOptions(runs=self.opts.runs, positions=positions,
                                                             access_seconds=ACCESS_SECONDS, card=card,
                                                             reader=reader, label=card.label, progress=progress))
         except CardbenchError as e:
@@ -478,7 +478,7 @@ class DrawerSession:
             return
         self._event(Verifying(device=path, budget_s=self.opts.verify_budget))
         try:
-            outcome.verify = verify_device(open_target(path, kinds=("device",), whole_device=True), time_budget=self.opts.verify_budget, progress=progress)
+            outcome.verify = verify_device(open_device_target(path, whole_device=True), time_budget=self.opts.verify_budget, progress=progress)
         except CardbenchError as e:
             if isinstance(e, Interrupted):
                 raise

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from cardbench.kinds import PROBE_SCHEMA, SESSION_SCHEMA
 from cardbench.result import Card, Reader, now_iso
@@ -42,7 +42,7 @@ VERDICT_KEYS = ("identity", "name", "cards", "ceiling_bytes_per_s", "direction",
 
 
 def probe_document(finding: dict[str, Any], *, reader: Reader | None = None,
-                   cards: dict[str, Card | None] | None = None, session_id: str | None = None,
+                   cards: Mapping[str, Card | None] | None = None, session_id: str | None = None,
                    created_at: str | None = None) -> dict[str, Any]:
     """A ``cardbench.probe/1`` document of a :func:`judge_shared` finding; ``cards`` maps a device
     path to the card in it (where known)."""

@@ -36,6 +36,21 @@ def timed_task(progress: ProgressReporter, description: str, seconds: float) -> 
         yield
 
 
+class Advance:
+    """A task's advance function (called with the bytes just done) that also takes the total
+    learnt late, ``set_total(n)``: what a reporter that can show a late total yields."""
+
+    def __init__(self, advance: Callable[[int], None],
+                 set_total: Callable[[int], None] = lambda total: None) -> None:
+        self._advance, self._set_total = advance, set_total
+
+    def __call__(self, n: int) -> None:
+        self._advance(n)
+
+    def set_total(self, total: int) -> None:
+        self._set_total(total)
+
+
 def set_total(advance: Callable[[int], None], total: int | None) -> None:
     """Tell a task's advance function the total learnt late, when the reporter can take it."""
     setter = getattr(advance, "set_total", None)

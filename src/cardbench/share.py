@@ -30,6 +30,7 @@ import click
 
 from cardbench import kinds
 from cardbench.errors import StoreError, UsageError
+from cardbench.progress import Advance, set_total
 from cardbench.store import outbox
 from cardbench.store.core import open_store
 from cardbench.store.export import EXPORT_SCHEMA, collect
@@ -235,21 +236,20 @@ class LiveProgress:
     @contextmanager
     def task(self, description: str, total: int | None):
         with self.inner.task(description, total) as advance:
-            state = {"done": 0, "total": total}
+            done, whole = 0, total
             self._set(description, 0, total)
 
             def adv(n: int) -> None:
+                nonlocal done
                 advance(n)
-                state["done"] += n
-                self._set(description, state["done"], state["total"])
+                done += n
+                self._set(description, done, whole)
 
-            def set_total(t: int) -> None:
-                setter = getattr(advance, "set_total", None)
-                if setter is not None:
-                    setter(t)
-                state["total"] = t
-            adv.set_total = set_total
-            yield adv
+            def learn_total(t: int) -> None:
+                nonlocal whole
+                set_total(advance, t)
+                whole = t
+            yield Advance(adv, learn_total)
 
 
 def live_progress(inner):

@@ -135,9 +135,9 @@ def signals_held() -> Iterator[list[int]]:
                     pass
                 got.append(int(s))
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        for s, h in handlers.items():
-            if h is not None:
-                signal.signal(s, h)
+        for signum, handler in handlers.items():
+            if handler is not None:
+                signal.signal(signum, handler)
 
 
 @contextmanager

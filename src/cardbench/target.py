@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 
-from cardbench.devices import get_device
+from cardbench.devices import BlockDevice, get_device
 from cardbench.devices.lock import key_of_devno, key_of_stat
 from cardbench.devices.mounts import (
     Mount,
@@ -71,7 +71,7 @@ GONE_WAIT = 3.0
 
 def is_fuse(fstype: str | None) -> bool:
     """Whether a mount's type is a FUSE filesystem."""
-    return bool(fstype) and (fstype in FUSE_TYPES or fstype.startswith(("fuse.", "fuseblk.")))
+    return fstype is not None and (fstype in FUSE_TYPES or fstype.startswith(("fuse.", "fuseblk.")))
 
 
 def default_margin(free: int) -> int:
@@ -132,7 +132,9 @@ class Target:
     :func:`open_target`. ``space`` fixes :meth:`space` (a model: see :func:`target_model`)."""
 
     filesystem: Filesystem | None = None
+    #: the block device under the target (its /dev path and "major:minor"), when there is one
     device: str | None = None
+    device_devno: str | None = None
 
     def __init__(self, path: str, kind: str, *, st: os.stat_result | None = None, space: Space | None = None) -> None:
         self.path = path
@@ -175,7 +177,7 @@ class Target:
         unless ``err`` says so. The words: :data:`cardbench.engine.errors.GONE_WORDS`."""
         if err in GONE:
             return True
-        devno = getattr(self, "device_devno", None)
+        devno = self.device_devno
         if not devno or self._st is None:
             return False
         deadline = time.monotonic() + wait
@@ -277,19 +279,20 @@ class Target:
         """The key of this target's lock (cardbench.devices.lock): the whole card where one is
         known (two runs in two folders of one card, or a raw test of the device under it, would
         measure over each other), else the filesystem, else the image file."""
-        if self.device is not None and getattr(self, "device_devno", None):
-            return key_of_devno(self.device_devno)       # type: ignore[attr-defined]
+        if self.device is not None and self.device_devno:
+            return key_of_devno(self.device_devno)
         if self._st is None:
             return f"model-{self.path}"
         return key_of_stat(self._st)
 
-    def block_device(self):
+    def block_device(self) -> BlockDevice | None:
         """The whole block device under the target (:class:`cardbench.devices.BlockDevice`:
         lsblk + sysfs, resolved on first use and kept; a partition's parent), None without one."""
+        return None if self.device is None else self._whole_device(self.device)
+
+    def _whole_device(self, device: str) -> BlockDevice:
         if "_block" not in self.__dict__:
-            self.__dict__["_block"] = None
-            if self.device is not None:
-                self.__dict__["_block"] = get_device(self.device, devno=getattr(self, "device_devno", None))
+            self.__dict__["_block"] = get_device(device, devno=self.device_devno)
         return self.__dict__["_block"]
 
     def to_dict(self) -> dict:
@@ -313,6 +316,10 @@ class DeviceTarget(Target):
         if not os.path.exists(os.path.join(node, "partition")):
             return None
         return "/dev/" + os.path.basename(os.path.dirname(os.path.realpath(node)))
+
+    def block_device(self) -> BlockDevice:
+        """The whole block device: this one, or the disk this partition is on."""
+        return self._whole_device(self.path)
 
 
 class ImageTarget(Target):
@@ -402,13 +409,23 @@ def open_target(path: str, *, kinds: tuple[str, ...] = KINDS, write: bool = Fals
     partition is refused (exit 2). Raises TargetError/UsageError with one line."""
     st, kind = stat_path(path, kinds)
     if kind == "device":
-        dev = DeviceTarget(path, st)
-        if whole_device and dev.partition_of:
-            raise UsageError(f"{shown(path)} is a partition of {dev.partition_of}; give the whole device")
-        return dev
+        return _open_device(path, st, whole_device=whole_device)
     if kind == "image":
         return ImageTarget(path, st)
     return _open_directory(path, st, write=write)
+
+
+def open_device_target(path: str, *, whole_device: bool = False) -> DeviceTarget:
+    """:func:`open_target` for a block device only (``kinds=("device",)``), typed as one."""
+    st, _ = stat_path(path, ("device",))
+    return _open_device(path, st, whole_device=whole_device)
+
+
+def _open_device(path: str, st: os.stat_result, *, whole_device: bool) -> DeviceTarget:
+    dev = DeviceTarget(path, st)
+    if whole_device and dev.partition_of:
+        raise UsageError(f"{shown(path)} is a partition of {dev.partition_of}; give the whole device")
+    return dev
 
 
 def _open_directory(path: str, st: os.stat_result, *, write: bool) -> DirTarget:
@@ -464,7 +481,7 @@ def sweep_leftovers(directory: str) -> list[str]:
     Call it only while holding the target's lock (cardbench.devices.lock), so that the files of
     a run still in progress are never touched.
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

@@ -9,8 +9,10 @@ import statistics
 
 import pytest
 
-from cardbench.errors import UsageError
+from cardbench.demo import DRAWER
+from cardbench.errors import CardbenchError, UsageError
 from cardbench.report import compare, render, render_compare, render_result
+from cardbench.report.demo import render_demo
 from cardbench.result import Result, Run, TestResult
 from cardbench_factories import make_result
 
@@ -145,3 +147,13 @@ def test_compare_beyond_spread():
     assert c[0]["beyond_spread"] == "yes" and "diff_mean_MB_per_s" in c[0]
     only_a = compare([make_result(curves=True)], slow)
     assert {r.test: r.beyond_spread for r in only_a}["raw_read"] == "cannot tell"
+
+
+def test_the_demo_table_names_a_card_whose_result_has_no_timed_run():
+    """A demo result without a timed cold read: one line naming the card and the test (it once
+    ended in TypeError on None); a whole result renders set beside measured."""
+    card = DRAWER[0]
+    whole = make_result(brand=card.brand, capacity=card.capacity_bytes, write_bytes=42 * MB, read_rate=3.6 * MB)
+    assert "3.600" in render_demo([(card, whole)], "md")
+    with pytest.raises(CardbenchError, match=rf"^{card.brand} .*: the demo's result has no timed cold_read run$"):
+        render_demo([(card, make_result(brand=card.brand, read_rate=None))], "md")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from cardbench.progress import Advance, set_total
 from cardbench.server import tokens
 from cardbench.server.app import create_app
+from cardbench.share import LiveProgress
 from cardbench.store.core import open_store
 from cardbench.store.export import EXPORT_SCHEMA
 from serve_helpers import make_result
@@ -197,9 +200,6 @@ def test_a_station_tells_its_live_page_what_it_does(env):
 
 def test_live_progress_shows_the_same_tasks_and_never_waits_for_the_server():
     import time
-    from contextlib import contextmanager
-
-    from cardbench.share import LiveProgress
 
     seen = []
 
@@ -216,6 +216,22 @@ def test_live_progress_shows_the_same_tasks_and_never_waits_for_the_server():
     assert time.monotonic() - t0 < 0.5
     assert seen[0] == "seq_write" and sum(seen[1:]) == 100
     assert p.latest == {"task": "seq_write", "done": 100, "total": 100}
+
+
+def test_live_progress_passes_a_total_learnt_late_to_the_bar_and_the_live_page():
+    totals = []
+
+    class Inner:         # as cli.ui.RichProgress: its advance takes a late total
+        @contextmanager
+        def task(self, description, total):
+            yield Advance(lambda n: None, totals.append)
+    p = LiveProgress(Inner(), "http://127.0.0.1:9", "t", every=0.01)     # nothing listens on port 9
+    with p.task("raw_read", None) as advance:
+        assert p.latest == {"task": "raw_read", "done": 0, "total": None}
+        set_total(advance, 500)
+        advance(200)
+    assert totals == [500]
+    assert p.latest == {"task": "raw_read", "done": 200, "total": 500}
 
 
 def test_a_card_model_is_the_same_from_a_card_and_from_its_stored_row():

@@ -8,6 +8,7 @@ import pytest
 from cardbench.errors import TargetError, UsageError
 from cardbench.target import open_target
 from cardbench.verify.options import VerifyOptions, target_kind
+from cardbench.verify.quick import verify_device
 
 MiB = 1 << 20
 
@@ -67,6 +68,26 @@ def test_the_library_checks_the_same_rules(tmp_path):
     from realparts import loop_device
     with loop_device(16 << 20) as dev, pytest.raises(UsageError, match="positive number of seconds"):
         verify_device(open_target(dev, kinds=("device",), whole_device=True), time_budget=0)
+
+
+@pytest.mark.parametrize("kind", ["image", "directory"])
+def test_the_quick_probe_refuses_a_target_that_is_no_block_device(tmp_path, kind):
+    """verify_device on an image file's or a folder's target: one line (exit 3), before any
+    journal is read or byte written (it once ended in AttributeError on the missing device)."""
+    if kind == "image":
+        path = tmp_path / "card.img"
+        path.write_bytes(bytes(64 << 20))
+        words = "is a regular file, not a block device"
+    else:
+        path = tmp_path / "folder"
+        path.mkdir()
+        words = "is a directory, not a block device"
+    before = path.read_bytes() if kind == "image" else None
+    with pytest.raises(TargetError, match=words):
+        verify_device(open_target(str(path)), journal_dir=str(tmp_path / "journal"))
+    assert not (tmp_path / "journal").exists()
+    if kind == "image":
+        assert path.read_bytes() == before
 
 
 def test_the_command_line_says_it_in_one_line(tmp_path, capsys):

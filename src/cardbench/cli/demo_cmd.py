@@ -21,6 +21,7 @@ from cardbench.demo import (
     reader_answer,
     run_demo,
 )
+from cardbench.errors import CardbenchError
 from cardbench.measured import keep_measured
 from cardbench.record import check_store
 from cardbench.report.demo import FORMATS, card_line, reader_answer_lines, render_demo
@@ -57,15 +58,16 @@ def demo(db, no_save, check, cards, out):
              f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: "
              f"first the fastest card through another reader, then the drawer, then two cards at once.")
     started = time.monotonic()
-    not_stored = []
+    not_stored: list[CardbenchError] = []
 
     def keep(c, measure):
         kept = keep_measured(measure, db=db, save=not no_save,
                              show=lambda result: out.note("  " + card_line(c, result)))
         if kept.recorded is not None:
             said(kept.recorded, saved_line=False, end=False)
-            if kept.recorded.problem():
-                not_stored.append(kept.recorded.problem())
+            problem = kept.recorded.problem()
+            if problem is not None:
+                not_stored.append(problem)
         return kept.item
 
     probes: list[dict] = []

@@ -31,7 +31,7 @@ from cardbench.report.compare import render_compare, resolve_group
 from cardbench.report.html import render_html
 from cardbench.report.records import render_records
 from cardbench.report.terminal import nothing_yet
-from cardbench.result import Card
+from cardbench.result import Card, Result
 from cardbench.share import destination, share_items, share_options
 from cardbench.store.export import collect, counts, import_records, to_json
 
@@ -88,6 +88,10 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
     """List stored results as the drawer table: one row per run, then verify verdicts and the
     other records (one line each); --json: every kind of record (cardbench.export/2)."""
 
+    text: str | None = None      # --json: the whole document
+    found: list[Result] = []
+    listed: list[tuple[kinds.Kind, list]] = []
+    nothing: str | None = None   # a table of no rows: what is missing, instead
     with params.open_to_read(db) as store:
         if run_id:
             out.echo(render_run(store.get(run_id), out.fmt, _unit(mib), width=out.width, verbose=True), nl=False)
@@ -101,10 +105,9 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
             listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
                       for k in kinds.kinds() if k.listed] if out.fmt in ("table", "md") else []
             # a table of no rows says nothing: say what is missing instead (csv keeps its header row)
-            nothing = None
             if out.fmt in ("table", "md") and not found and not any(docs for _, docs in listed):
                 nothing = NO_RESULTS if _none_stored(store) else NO_MATCH
-    if out.fmt == "json":
+    if text is not None:
         out.echo(text, nl=False)
     elif nothing:
         out.echo(nothing)
@@ -156,6 +159,7 @@ def compare(a, b, db, by, out, mib):
 def report(db, card, reader, since, until, test_name, complete, html_file, out, sort, mib):
     """A report of stored results: Markdown (default) or one HTML file with charts."""
 
+    everything: str | None = None    # json without --html: every kind of record
     with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
         verify = store.verify_results(card=card, reader=reader, since=since, until=until) if html_file else []
@@ -169,7 +173,7 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
                                  "verify_results": len(verify)}, indent=2))
         out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
         return
-    if out.fmt == "json":
+    if everything is not None:
         out.echo(everything, nl=False)
         return
     out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
@@ -220,9 +224,11 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
         location = import_records(rep.export, db, path=file)
         c = rep.export
         out.echo(f"saved {counts(c.sections())} to {location}")
-        shared = share_items(c.items())
-        for w in shared.warnings(destination()[0]) if shared else []:
-            error_line(f"warning: {w}")
+        url = destination()[0]
+        shared = share_items(c.items(), url) if url else None
+        if url and shared is not None:
+            for w in shared.warnings(url):
+                error_line(f"warning: {w}")
         return
     rec = record([*rep.results, *rep.verify_docs], db)
     said(rec, saved_line=False)

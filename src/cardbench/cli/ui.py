@@ -19,6 +19,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from cardbench.progress import Advance
+
 stderr = Console(stderr=True)
 
 
@@ -56,19 +58,14 @@ class RichProgress:
     @contextmanager
     def task(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
         if not self.enabled:
-            def ignore(n: int) -> None:
-                pass
-            ignore.set_total = lambda total: None
-            yield ignore
+            yield Advance(lambda n: None)
             return
         # fits 80 columns: the bar takes what the figures leave
         columns = (TextColumn("{task.description}"), BarColumn(bar_width=None), DownloadColumn(binary_units=False),
                    TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("left"))
         with self._shown(columns, description, total) as (progress, task_id):
-            def advance(n: int) -> None:
-                progress.advance(task_id, n)
-            advance.set_total = lambda total: progress.update(task_id, total=total)
-            yield advance
+            yield Advance(lambda n: progress.advance(task_id, n),
+                          lambda total: progress.update(task_id, total=total))
 
     @contextmanager
     def timed(self, description: str, seconds: float) -> Iterator[None]:

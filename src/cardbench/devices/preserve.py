@@ -317,7 +317,7 @@ class Preserver:
             os.pwrite(fd, data, offset)  # now the caller may write
     """
 
-    def __init__(self, device: BlockDevice, journal_dir: str | Path | None = None, *,
+    def __init__(self, device: BlockDevice, journal_dir: str | os.PathLike[str] | None = None, *,
                  sysfs_root: str = "/sys", proc_root: str = "/proc"):
         """Check the journal location and create this run's journal for ``device`` (a whole
         disk, as listed: its identity is used as resolved)."""
@@ -539,7 +539,7 @@ def restore_held(preserver: Preserver, progress: Any = None, label: str = "resto
 # --- recovery --------------------------------------------------------------------------------------
 
 
-def recover_pending(journal_root: str | Path | None = None, *, sysfs_root: str = "/sys",
+def recover_pending(journal_root: str | os.PathLike[str] | None = None, *, sysfs_root: str = "/sys",
                     proc_root: str = "/proc") -> list[RecoveryReport]:
     """Restore every journal left by a crashed or killed run; one report per journal found.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from cardbench.demo import FAST_READER_NAME
+from cardbench.errors import CardbenchError
 from cardbench.report.drawer import md_table, results_json
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.result import Result
@@ -24,9 +25,18 @@ HEADERS = ("Card", "Label", "Write set", "Write measured", "Write ratio", "Write
 _DROP = {10: 1, 4: 2, 8: 3, 5: 4, 9: 5}
 
 
+def _measured(c: Any, result: Result, name: str) -> float:
+    test = result.test(name)
+    rate = test.median_bytes_per_s if test is not None else None
+    if rate is None:
+        raise CardbenchError(f"{card_name(c, result)}: the demo's result has no timed {name} run")
+    return rate
+
+
 def _figures(c: Any, result: Result) -> tuple[float, float, float, float]:
-    w = result.test("seq_write").median_bytes_per_s
-    r = result.test("cold_read").median_bytes_per_s
+    """(write, read) measured and (write, read) set, in bytes/s."""
+    w = _measured(c, result, "seq_write")
+    r = _measured(c, result, "cold_read")
     emulated = result.target.get("emulated") or {}
     ws = emulated.get("write_bytes_per_s") or c.write_mb_s * MB
     rs = emulated.get("read_bytes_per_s") or c.read_mb_s * MB

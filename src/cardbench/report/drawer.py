@@ -31,6 +31,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from typing import AbstractSet
 
 from cardbench.errors import UsageError
 from cardbench.report.terminal import Col, fit_table, to_text
@@ -59,7 +60,7 @@ def unit_slug(rate_unit: str) -> str:
 
 def pick_test(result: Result, names: tuple[str, ...]) -> TestResult | None:
     """The first named test with a timed run; else the first named test present (to show it empty)."""
-    present = [result.test(n) for n in names if result.test(n) is not None]
+    present = [t for t in (result.test(n) for n in names) if t is not None]
     for t in present:
         if t.rates():
             return t
@@ -265,7 +266,7 @@ def md_escape(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(head: list[str], body: list[list[str]], right: set[int] = frozenset()) -> str:
+def md_table(head: list[str], body: list[list[str]], right: AbstractSet[int] = frozenset()) -> str:
     lines = ["| " + " | ".join(md_escape(h) for h in head) + " |",
              "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|"]
     lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in body]

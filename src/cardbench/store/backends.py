@@ -49,7 +49,7 @@ class Backend:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         raise NotImplementedError
 
-    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         raise NotImplementedError
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
@@ -90,6 +90,10 @@ class Backend:
         """Inside a transaction: keep other processes from migrating at the same time."""
 
     def table_names(self) -> set[str]:
+        raise NotImplementedError
+
+    def check_not_foreign(self) -> None:
+        """Refuse a database another program made (a read-only look: it is left as it was)."""
         raise NotImplementedError
 
     def column_names(self, table: str) -> set[str]:
@@ -211,12 +215,14 @@ class SQLiteBackend(Backend):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self.conn.execute(sql, tuple(params)).fetchall()
 
-    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         cur = self.conn.execute(sql, tuple(params))
-        return int(cur.lastrowid)
+        if cur.lastrowid is None:
+            raise StoreError(f"{self.location}: no row id after {sql.split('(')[0].strip()}")
+        return cur.lastrowid
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -284,16 +290,16 @@ class PostgresBackend(Backend):
         psycopg = self.psycopg
         kw = {} if "connect_timeout" in self._url else {"connect_timeout": CONNECT_TIMEOUT_S}
         delay = CONNECT_BACKOFF_S
-        for attempt in range(CONNECT_ATTEMPTS):
+        attempt = 1
+        while True:
             try:
                 return psycopg.connect(self._url, autocommit=True, **kw)
             except psycopg.Error as e:
-                last = e
-                if attempt + 1 == CONNECT_ATTEMPTS or not self._may_come_back(e):
-                    break
-                time.sleep(delay)
-                delay *= 2
-        raise StoreError(f"cannot connect to {self.location}: {first_line(last)}") from None
+                if attempt >= CONNECT_ATTEMPTS or not self._may_come_back(e):
+                    raise StoreError(f"cannot connect to {self.location}: {first_line(e)}") from None
+            time.sleep(delay)
+            delay *= 2
+            attempt += 1
 
     def _may_come_back(self, exc: BaseException) -> bool:
         """A connection failure worth waiting for (not a wrong password, user or database)."""
@@ -319,7 +325,7 @@ class PostgresBackend(Backend):
             self._pipe.sync()       # the answer is read: wait for it (and for what was sent before)
         return cur.fetchall() if cur.description is not None else []
 
-    def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             with self.conn.cursor() as cur:
                 cur.executemany(self._sql(sql), [self._params(r) for r in rows])

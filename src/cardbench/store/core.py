@@ -113,7 +113,8 @@ class Store:
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
         kind, where = parse_target(url_or_path)
-        self.backend: Backend
+        #: None once closed
+        self.backend: Backend | None
         if kind == "postgresql":
             self.backend = PostgresBackend(where)
         else:
@@ -143,7 +144,7 @@ class Store:
             try:
                 self._db.close()
             finally:
-                self.backend = None  # type: ignore[assignment]
+                self.backend = None
 
     def __repr__(self) -> str:
         return f"<Store {self._db.kind if self.backend else 'closed'} {self.url}>"
@@ -218,7 +219,7 @@ class Store:
                         "INSERT INTO schema_version (app, version, description, applied_at) VALUES (?, ?, ?, ?)",
                         (APP, m.version, m.description, _now_iso()))
                 if isinstance(self.backend, SQLiteBackend):
-                    self._db.set_application_id()
+                    self.backend.set_application_id()
         except self._db.error_types as e:
             raise self._fail("preparing the schema", e) from None
 
@@ -326,7 +327,7 @@ class Store:
         run_of = "(SELECT id FROM runs WHERE result_id = ?)"
         test_rows, samples, claims = [], [], []
         for r, doc, _ in kept:
-            for pos, (t, td) in enumerate(zip(r.tests, doc["tests"])):
+            for pos, (t, td) in enumerate(zip(r.tests, doc["tests"], strict=True)):
                 ci = td.get("ci95_bytes_per_s") or (None, None)
                 test_rows.append(
                     (r.id, pos, t.name, _dumps(t.method), int(bool(t.complete)), len(t.runs),
@@ -379,8 +380,9 @@ class Store:
     def _rows_as_dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         b = self._db
         rows = b.execute(sql, tuple(params))
+        # plain column names only: a column holding a comma would be split here (strict: it fails)
         cols = [c.strip() for c in sql.split("SELECT", 1)[1].split("FROM", 1)[0].split(",")]
-        return [dict(zip(cols, r)) for r in rows]
+        return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def cards(self) -> list[dict]:
         """Every card seen, as dicts (id, identity, name, brand, capacity_bytes, label, serial, model)."""
@@ -486,7 +488,7 @@ class Store:
                          "SELECT r.id, r.result_id, r.n_tests, r.n_samples, r.document, "
                          "(SELECT COUNT(*) FROM tests t WHERE t.run_id = r.id), "
                          "(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id) FROM runs r")
-        for pk, rid, n_tests, n_samples, doc, got_tests, got_samples in rows:
+        for _pk, rid, n_tests, n_samples, doc, got_tests, got_samples in rows:
             res = self._load(doc)
             want_samples = sum(len(t.runs) + len(t.warmup) for t in res.tests)
             if res.id != rid:
@@ -620,7 +622,7 @@ class Store:
                 if before is not None:
                     before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
                 results: list = []          # consecutive results, saved as one batch
-                for (k, doc, text), it in zip(prepared, items):
+                for (k, doc, text), it in zip(prepared, items, strict=True):
                     if k.table.native:
                         results.append((it, doc, text))
                         continue

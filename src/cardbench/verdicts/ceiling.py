@@ -37,7 +37,7 @@ implausible.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Sequence, Union
 
 from cardbench.result import Reader, Result, TestResult
 from cardbench.units import MB, fmt_rate
@@ -125,8 +125,8 @@ def usb_ceiling(speed: float | str, driver: str | None = None) -> Ceiling | None
     """The ceiling of a USB link from its sysfs ``speed`` ("12", "480", "5000", "10000", "20000")
     and the mass-storage driver ("usb-storage" = BOT, "uas"); None for Low Speed or unknown values."""
     key = _speed_key(speed)
-    entry = ratings()["usb"].get(key) if key else None
-    if entry is None:
+    entry = ratings()["usb"].get(key) if key is not None else None
+    if key is None or entry is None:
         return None
     drv = (driver or "").strip().lower()
     if drv == "uas":
@@ -252,7 +252,7 @@ def observed_ceiling(finding: Mapping[str, Any], accept: tuple[str, ...] = ("lik
                    basis="observed", directions=(direction,), note=str(finding.get("evidence") or ""))
 
 
-def ceilings_for(result: Result, observed: list[Mapping[str, Any]] | None = None) -> dict[str, Ceiling]:
+def ceilings_for(result: Result, observed: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Ceiling]:
     """Per direction ("read", "write"), the ceiling that applies to ``result``.
 
     From the reader record and, for a native SD slot, ``result.target["sd_bus"]`` (keys "mode",

@@ -3,7 +3,7 @@ register claims, the card's identity against its brand)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from cardbench.errors import UsageError
 from cardbench.result import Result
@@ -20,7 +20,7 @@ from cardbench.verdicts.labels import (
 
 
 def check_result(result: Result, *, ssr: Mapping[str, Any] | None = None,
-                 observed: list[Mapping[str, Any]] | None = None) -> None:
+                 observed: Sequence[Mapping[str, Any]] | None = None) -> None:
     """The checks a finished run gets, in place: plausibility warnings, ceiling marks
     (``limited_by``), and, when the card has a label, its claims judged into ``result.claims``.
 

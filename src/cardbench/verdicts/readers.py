@@ -375,7 +375,8 @@ def link_finding(group: list[Result]) -> dict[str, Any] | None:
     """What the link itself can carry (USB link speed and protocol, or the SD bus), from the
     newest result of the reader that knows it: an upper bound, not an observation."""
     for r in reversed(group):
-        bus = r.target.get("sd_bus") if isinstance(r.target, dict) and isinstance(r.target.get("sd_bus"), dict) else {}
+        sd_bus = r.target.get("sd_bus")
+        bus = sd_bus if isinstance(sd_bus, dict) else {}
         c = path_ceiling(r.reader, sd_mode=bus.get("mode"), sd_clock_hz=bus.get("clock_hz"))
         if c is not None:
             return {"kind": "link", "direction": "both", "ceiling_bytes_per_s": c.typical_bytes_per_s,

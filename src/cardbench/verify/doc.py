@@ -29,9 +29,14 @@ import uuid
 from typing import Any
 
 from cardbench import __version__
+from cardbench.devices import BlockDevice
 from cardbench.devices.identity import identify
+from cardbench.devices.safety import check_destructive
+from cardbench.engine.errors import wrong_kind
+from cardbench.errors import CardbenchError
 from cardbench.kinds import VERIFY_SCHEMA as SCHEMA
 from cardbench.result import Card, Reader, host_info, now_iso
+from cardbench.target import Target
 from cardbench.verify.verdict import VERDICTS  # noqa: F401  (part of the document's vocabulary)
 
 KINDS = ("wraparound", "dropped", "other")
@@ -90,7 +95,24 @@ def fix_for(device: str | None, announced: int, usable: int | None) -> dict[str,
     }
 
 
-def identity(dev) -> tuple[Card | None, Reader | None]:
+def device_to_write(target: Target, *, check_safety: bool = True) -> BlockDevice | None:
+    """The whole block device a verify writes to (``target``: a device's, from
+    :func:`cardbench.target.open_target`): its state read again now and its identity compared
+    (:func:`cardbench.devices.safety.check_destructive`: SafetyRefusal unless a raw write is
+    allowed); another kind of target is refused (TargetError). With ``check_safety=False``
+    (tests), the device as found, None when it cannot be read."""
+    if not check_safety:
+        try:
+            return target.block_device()
+        except CardbenchError:
+            return None
+    dev = target.block_device() if target.kind == "device" else None
+    if dev is None:
+        raise wrong_kind(target.path, "a directory" if target.kind == "directory" else "a regular file", ("device",))
+    return check_destructive(dev)
+
+
+def identity(dev: BlockDevice | None) -> tuple[Card | None, Reader | None]:
     """Card and reader identity from a ``cardbench.devices.BlockDevice`` (None when unknown):
     the same rule as every other record (:func:`cardbench.devices.identity.identify`)."""
     if dev is None:

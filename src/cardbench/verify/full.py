@@ -48,6 +48,7 @@ def verify_full(target: Target, *, destructive: bool = False, resume: bool = Fal
     """
     VerifyOptions(full=True, destructive=destructive, resume=resume, keep_files=keep_files,
                   file_bytes=file_bytes).check(target_kind(target), target.path)
+    run: FillRun
     if target.is_directory:
         run = DirRun(target, progress=progress, seed=seed, file_bytes=file_bytes, resume=resume,
                       keep_files=keep_files, max_bytes=max_bytes, state_dir=state_dir)

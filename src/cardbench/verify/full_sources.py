@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cardbench.devices import resolve_device
+from cardbench.devices import BlockDevice, resolve_device
 from cardbench.devices.lock import key_of_stat, target_lock
-from cardbench.devices.safety import check_destructive, open_exclusive
+from cardbench.devices.safety import open_exclusive
 from cardbench.engine.fiemap import path_extents
 from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
 from cardbench.patterns import SECTOR, merge_ranges
-from cardbench.verify.doc import fix_for, identity
+from cardbench.verify.doc import device_to_write, fix_for, identity
 from cardbench.verify.full_run import FillRun, open_fill_file
 from cardbench.verify.full_state import (
     FILE_PREFIX,
@@ -288,7 +288,7 @@ class DeviceRun(FillRun):
         self.state_root = Path(state_dir) if state_dir is not None else default_state_dir()
         self.fd: int | None = None
         self.size = 0
-        self.dev = None
+        self.dev: BlockDevice | None = None
 
     def planned_total(self) -> int:
         return min(self.size, self.max_bytes or self.size)
@@ -332,14 +332,7 @@ class DeviceRun(FillRun):
         return [(virtual, length)]
 
     def run(self) -> dict:
-        try:
-            self.dev = self.target.block_device()
-        except CardbenchError:
-            if self.check_safety:
-                raise
-            self.dev = None
-        if self.check_safety:
-            self.dev = check_destructive(self.dev)   # the state read again, now, and the identity compared
+        self.dev = device_to_write(self.target, check_safety=self.check_safety)
         card, reader = identity(self.dev)
         self.doc["card"] = card.to_dict() if card else None
         self.doc["reader"] = reader.to_dict() if reader else None

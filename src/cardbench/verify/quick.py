@@ -22,13 +22,13 @@ from typing import Any
 
 from cardbench.devices.lock import target_lock
 from cardbench.devices.preserve import Preserver, recover_pending, restore_held
-from cardbench.devices.safety import check_destructive, open_exclusive
+from cardbench.devices.safety import open_exclusive
 from cardbench.engine.data import geometry
 from cardbench.engine.errors import GONE_WORDS
 from cardbench.errors import CardbenchError, Interrupted, TargetError
 from cardbench.progress import NullProgress
 from cardbench.target import GONE_WAIT
-from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
+from cardbench.verify.doc import device_to_write, fix_for, identity, new_doc, now_iso
 from cardbench.verify.io import DeviceIO
 from cardbench.verify.options import VerifyOptions
 from cardbench.verify.probe import MIN_DEVICE, ProbeOptions, Prober
@@ -55,21 +55,13 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     doc = new_doc("quick")
     doc["device"] = path
     t_start = time.monotonic()
-    dev = None
     recovered = []
     if not destructive:
         try:
             recovered = [r.to_dict() for r in recover_pending(journal_dir)]
         except CardbenchError as e:
             recovered = [{"status": "failed", "message": e.message}]
-    try:
-        dev = target.block_device()
-    except CardbenchError:
-        if check_safety:
-            raise
-        dev = None
-    if check_safety:
-        dev = check_destructive(dev)     # the state read again, now, and the identity compared
+    dev = device_to_write(target, check_safety=check_safety)
     card, reader = identity(dev)
     doc["card"] = card.to_dict() if card else None
     doc["reader"] = reader.to_dict() if reader else None

@@ -18,7 +18,7 @@ from typing import Any
 
 from cardbench.devices.lock import target_lock
 from cardbench.errors import CardbenchError, UsageError
-from cardbench.target import DeviceTarget, open_target
+from cardbench.target import DeviceTarget, open_device_target
 from cardbench.workloads import raw
 
 SECONDS = 2.0
@@ -27,8 +27,7 @@ COUNT = 4
 
 def open_devices(paths: list[str]) -> list[DeviceTarget]:
     """The whole devices at ``paths`` (each once, in order), opened for :func:`read_together`."""
-    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
-    return [t for t in targets if isinstance(t, DeviceTarget)]     # kinds=("device",): all of them
+    return [open_device_target(p, whole_device=True) for p in dict.fromkeys(paths)]
 
 
 def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
