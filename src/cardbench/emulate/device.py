@@ -516,16 +516,19 @@ class EmulatedCard:
             system.run(["losetup", "-d", self._device], check=False)
         return st
 
-    def reinsert(self) -> str:
+    def reinsert(self, *, read_only: bool = False) -> str:
         """Put the pulled card back, with the data it kept: it answers again, on a new loop
-        device (when the old one is still held open, under another name). Returns the device."""
+        device (when the old one is still held open, under another name); ``read_only``: as a
+        card whose write-protect switch slid, or that turned itself read-only. Returns the device."""
         self.reader.call("reinsert", card=self.name)
-        info = system.loop_info(self._device) if self._device is not None else None
-        if info is not None and info.backing_file.endswith("/" + self.name) and not _autoclearing(info.device):
-            return self._device  # pulled without detaching: the same device answers again
         path = os.path.join(self.reader.mountpoint, self.name)
+        info = system.loop_info(self._device) if self._device is not None else None
+        if info is not None and info.backing_file == path and not _autoclearing(info.device):
+            if not read_only:
+                return info.device  # pulled without detaching: the same device answers again
+            system.detach_loop(info.device)
         with signals.signals_deferred():
-            device = system.attach_loop(path)
+            device = system.attach_loop(path, read_only=read_only)
             self._device = device
             self.reader._devices[self.name] = device
             self.reader._save_state()
