@@ -67,10 +67,10 @@ import time
 from dataclasses import dataclass
 
 from cardbench.engine.fio import run_fio
-from cardbench.stats import median_ci
 from cardbench.plan import parse_pattern
-from cardbench.workloads.random import TestArea, open_area, run_once
+from cardbench.stats import median_ci
 from cardbench.target import open_target
+from cardbench.workloads.random import TestArea, open_area, run_once
 
 AREA = 1 << 30
 #: fio against itself: the noise floor of a ratio on this machine at this time
@@ -304,7 +304,7 @@ def main() -> int:
                     for e in seq:
                         res[e].append(one(area, case, e, args.seconds, prof, fio_mem))
                 for e in [e for e in order if e != "fio"]:
-                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"])]
+                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"], strict=True)]
                     row = Row(tname, case, e, None if e in (AA, FALLBACK, FIO_MALLOC) else goal, ratios,
                               ours=statistics.median(run.bytes_per_s for run in res[e]),
                               fio=statistics.median(run.bytes_per_s for run in res["fio"]),

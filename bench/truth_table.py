@@ -29,9 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from cardbench.emulate import CardSpec, EmulatedCard  # noqa: E402
 from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory  # noqa: E402
+from cardbench.target import DirTarget, open_target
 from cardbench.units import MB, MiB  # noqa: E402
-from cardbench.target import DirTarget
-from cardbench.target import open_target
 
 FILE_GOAL = 0.02
 RAW_GOAL = 0.01

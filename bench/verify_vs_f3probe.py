@@ -32,8 +32,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from cardbench.emulate import CardSpec, EmulatedCard  # noqa: E402
-from cardbench.units import MB, MiB  # noqa: E402
 from cardbench.target import open_target  # noqa: E402
+from cardbench.units import MB, MiB  # noqa: E402
 from cardbench.verify.quick import verify_device  # noqa: E402
 
 CLI = """

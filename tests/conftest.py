@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+
 from realparts import ROOT, loop_device, mounted
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")

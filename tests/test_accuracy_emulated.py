@@ -7,12 +7,12 @@ import os
 import re
 
 import pytest
-from realparts import ROOT, call_cli
 
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
-from cardbench.units import MB, MiB
 from cardbench.target import DirTarget
+from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli
 
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
@@ -46,5 +46,8 @@ def test_demo_prints_measured_rows(tmp_path):
     assert "Lexar 48M" in p.stdout and "SanDisk 64M" in p.stdout
     p = call_cli("results", "--db", db, "--format", "csv")
     assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4
+    # every file sized so that no run is too short to time well (issue 30: 6 MB files made runs of 0.41 s)
+    p = call_cli("results", "--db", db, "--json")
+    assert p.returncode == 0 and "cold_read" in p.stdout and "too short to time well" not in p.stdout
     out = os.popen("losetup -a").read()
     assert "demo" not in out

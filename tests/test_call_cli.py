@@ -7,6 +7,7 @@ import os
 import signal
 
 import pytest
+
 from realparts import call_cli, run_cli
 
 

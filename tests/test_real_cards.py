@@ -12,6 +12,11 @@ import sys
 import uuid
 
 import pytest
+
+from cardbench.result import Card
+from cardbench.runner import RunOptions, largest_fit, run_directory
+from cardbench.target import DirTarget
+from cardbench.units import MB, MiB
 from realparts import (
     ROOT,
     call_cli,
@@ -23,11 +28,6 @@ from realparts import (
     sh,
     unprivileged_user,
 )
-
-from cardbench.result import Card
-from cardbench.runner import RunOptions, largest_fit, run_directory
-from cardbench.target import DirTarget
-from cardbench.units import MB, MiB
 
 needs_emulator = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE, loop devices and libfuse3")
 

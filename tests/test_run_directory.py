@@ -10,12 +10,12 @@ import sys
 import time
 
 import pytest
-from realparts import call_cli, loop_device, mounted, sh
 
 from cardbench.result import SCHEMA, Result
 from cardbench.runner import RunOptions, largest_fit, run_directory
-from cardbench.units import MB
 from cardbench.target import DirTarget
+from cardbench.units import MB
+from realparts import call_cli, loop_device, mounted, sh
 
 
 def leftovers(mnt: str) -> list[str]:

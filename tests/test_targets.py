@@ -10,13 +10,12 @@ import os
 import tempfile
 
 import pytest
-from realparts import run_cli, sh
 
-from cardbench.engine.errors import io_error
+from cardbench.engine.errors import cannot_use, io_error, shown
 from cardbench.errors import TargetError, UsageError
 from cardbench.session import say_gone
-from cardbench.engine.errors import cannot_use, shown
 from cardbench.target import DeviceTarget, DirTarget, open_target
+from realparts import run_cli, sh
 
 
 def one_line(p) -> str:
@@ -174,10 +173,9 @@ def test_a_partition_is_refused_with_one_wording_by_every_library_call(monkeypat
     """The kernel here may not scan partition tables (then the test above skips): the rule is
     open_target's (the library functions take the target it opened), so a loop device said to be
     a partition shows it for run, verify and probe, from the command line and from Python."""
+    from cardbench.workloads.shared import open_devices
     from realparts import loop_device
     from test_exit_codes import _main
-
-    from cardbench.workloads.shared import open_devices
     with loop_device(16 << 20) as dev, loop_device(16 << 20) as other:
         monkeypatch.setattr(DeviceTarget, "partition_of", property(lambda self: "/dev/sdz"))
         want = f"{dev} is a partition of /dev/sdz; give the whole device"

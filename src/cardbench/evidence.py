@@ -21,7 +21,7 @@ order, what became of each, the probes made, and the reader verdict said at its 
      "cards": [{"position", "device", "card", "reader", "result_id", "verify_id", "mode",
                 "complete", "error"}],
      "probes": [<probe id>, ...], "reader_verdict": [{"identity", "name", "ceiling_bytes_per_s",
-     "direction", "confidence", "kind", "evidence"}]}
+     "direction", "confidence", "kind", "evidence", "rests_on"}]}
 
 Both are saved through :func:`cardbench.record.record` (store, else outbox) like results.
 """
@@ -38,7 +38,7 @@ from cardbench.verdicts.readers import judge_shared
 
 FINDING_KEYS = ("kind", "direction", "ceiling_bytes_per_s", "confidence", "cards_at_ceiling", "evidence")
 VERDICT_KEYS = ("identity", "name", "cards", "ceiling_bytes_per_s", "direction", "cards_at_ceiling", "confidence", "kind",
-                "evidence")
+                "evidence", "rests_on")
 
 
 def probe_document(finding: dict[str, Any], *, reader: Reader | None = None,

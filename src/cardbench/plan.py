@@ -23,16 +23,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cardbench.engine.errors import shown
 from cardbench.engine.registry import engine_info
 from cardbench.errors import TargetError, UsageError
-from cardbench.engine.errors import shown
 from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin
 from cardbench.units import KiB, MiB, block_label, fmt_size
 from cardbench.verdicts.labels import parse_label
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "PROFILES", "Plan", "PlanJob", "area_size", "auto_cap",
            "cap_size", "check_size", "extra_engine", "file_limit", "largest_fit", "make_plan", "next_probe",
-           "room_needed", "size_from_probes", "sustained_size", "wanted_extra_tests"]
+           "room_needed", "size_for_rates", "size_from_probes", "sustained_size", "wanted_extra_tests"]
 
 #: the automatic size: a write run should last about this long, and a read run at least
 #: READ_RUN_SECONDS (a card reads faster than it writes; both must time well)
@@ -215,14 +215,23 @@ def next_probe(probes: list[dict], cap: int) -> int | None:
     return min(last["bytes"] * 4, cap)
 
 
+def size_for_rates(write_bps: float, read_bps: float, cap: int, *, write_seconds: float = TARGET_RUN_SECONDS,
+                   read_seconds: float = READ_RUN_SECONDS) -> int:
+    """The test file for a card that writes ``write_bps`` and reads ``read_bps`` (bytes/s): a write
+    run lasts about ``write_seconds`` and a read run at least ``read_seconds``; whole MiB, within
+    [MIN_AUTO_SIZE, cap]. The automatic size (:func:`size_from_probes`) with the probes' rates; the
+    demo with the rates its emulated cards are set to."""
+    size = int(max(write_bps * write_seconds, read_bps * read_seconds)) // MiB * MiB
+    return max(MIN_AUTO_SIZE, min(size, cap))
+
+
 def size_from_probes(probes: list[dict], cap: int, free: int) -> tuple[int, dict]:
     """The automatic size from the last probe: a write lasts ~TARGET_RUN_SECONDS and a read at
     least READ_RUN_SECONDS, within [MIN_AUTO_SIZE, cap]. Returns (size, how it was chosen)."""
     last = probes[-1]
     w_rate = last["bytes"] / last["write_seconds"]
     r_rate = last["bytes"] / last["read_seconds"]
-    size = int(max(w_rate * TARGET_RUN_SECONDS, r_rate * READ_RUN_SECONDS)) // MiB * MiB
-    size = max(MIN_AUTO_SIZE, min(size, cap))
+    size = size_for_rates(w_rate, r_rate, cap)
     how = {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS,
            "read_target_seconds": READ_RUN_SECONDS, "largest_fit": cap}
     shortest = min(size / w_rate, size / r_rate)

@@ -191,8 +191,9 @@ class Card:
 
     def own_identity(self) -> bool:
         """Whether the identity is the card's own (its ATA serial, its CID, a stick's USB serial,
-        a disk's serial), not a size or a name a person gave: only then are two records the same
-        card for the reader verdicts."""
+        a disk's serial), not a size, a brand or a name: only such an identity, or a name the person
+        typed (:func:`cardbench.verdicts.readers.same_card_basis`), makes two records the same card
+        for the reader verdicts."""
         ata = self.ata or {}
         if ata.get("serial"):
             return True

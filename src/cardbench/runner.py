@@ -41,6 +41,7 @@ from cardbench.plan import (
     file_limit,
     largest_fit,
     make_plan,
+    parse_pattern,
     room_needed,
     wanted_extra_tests,
 )
@@ -51,7 +52,6 @@ from cardbench.target import DirTarget, sweep_leftovers
 from cardbench.workloads.classic import run_classic as _run_tests
 from cardbench.workloads.classic import unlink_quietly
 from cardbench.workloads.files import BLOCK
-from cardbench.plan import parse_pattern
 from cardbench.workloads.random import measure_pattern, open_area
 from cardbench.workloads.sustained import sustained_write
 
@@ -119,7 +119,7 @@ def run_directory(target: DirTarget, opts: RunOptions | None = None) -> Result:
     (:meth:`cardbench.target.DirTarget.open`)."""
     opts = opts or RunOptions()
     opts.validate()
-    if not target.is_directory:
+    if not isinstance(target, DirTarget):
         raise UsageError(f"{target.path}: run_directory needs a directory target")
     result = Result(target=target.to_dict(), card=opts.card, reader=opts.reader)
     if opts.label and not result.card.label:
@@ -155,6 +155,7 @@ def run_directory(target: DirTarget, opts: RunOptions | None = None) -> Result:
 def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) -> None:
     """The plan's pattern tests in one test area (a file of ours, removed after), then sustained_write."""
     if plan.extra:
+        assert plan.area is not None        # make_plan sizes an area whenever there are extra tests
         # filled at about the rate seq_write just measured: that is the time shown
         written = result.test("seq_write")
         rate = written.median_bytes_per_s if written is not None else None

@@ -14,10 +14,8 @@ import subprocess
 import time
 
 import pytest
-from ata_blocks import BIG_CARD, OLD_PIO_CARD, UDMA_CARD, ata_string, build_identify
-from devices_helpers import HERE, needs_loop
-from realparts import call_cli, can_emulate, emulators_under, stop_process
 
+from ata_blocks import BIG_CARD, OLD_PIO_CARD, UDMA_CARD, ata_string, build_identify
 from cardbench.devices import list_devices
 from cardbench.devices.ata import (
     IdentifyError,
@@ -27,6 +25,8 @@ from cardbench.devices.ata import (
     read_identify,
 )
 from cardbench.errors import CardbenchError
+from devices_helpers import HERE, needs_loop
+from realparts import call_cli, can_emulate, emulators_under, stop_process
 
 DUMPS = os.path.join(HERE, "fixtures", "identify")
 HDPARM = shutil.which("hdparm")

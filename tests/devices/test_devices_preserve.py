@@ -9,6 +9,10 @@ import sys
 import textwrap
 
 import pytest
+
+from cardbench.devices import get_device
+from cardbench.devices.preserve import Preserver, recover_pending
+from cardbench.errors import SafetyRefusal, UsageError
 from devices_helpers import (
     device_sha256,
     direct_write,
@@ -16,10 +20,6 @@ from devices_helpers import (
     mounted,
     needs_loop,
 )
-
-from cardbench.devices.preserve import Preserver, recover_pending
-from cardbench.errors import SafetyRefusal, UsageError
-from cardbench.devices import get_device
 
 SIZE = 8 << 20
 MiB = 1 << 20

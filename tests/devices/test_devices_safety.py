@@ -5,9 +5,22 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
+import io
 import os
 
 import pytest
+
+from cardbench.devices import get_device, list_devices
+from cardbench.devices.safety import (
+    check_destructive,
+    confirm,
+    confirm_destructive,
+    identity_kind,
+    identity_token,
+    open_exclusive,
+)
+from cardbench.engine.errors import open_error
+from cardbench.errors import SafetyRefusal, TargetError, UsageError
 from devices_helpers import (
     LAPTOP_LSBLK,
     LAPTOP_PROC,
@@ -16,17 +29,6 @@ from devices_helpers import (
     mounted,
     needs_loop,
 )
-
-from cardbench.devices import get_device, list_devices
-from cardbench.devices.safety import (
-    check_destructive,
-    confirm,
-    identity_kind,
-    identity_token,
-    open_exclusive,
-)
-from cardbench.engine.errors import open_error
-from cardbench.errors import SafetyRefusal, TargetError, UsageError
 
 
 @needs_loop
@@ -141,6 +143,45 @@ def test_device_without_serial_is_confirmed_by_its_exact_size(loop):
         with pytest.raises(SafetyRefusal) as e:
             confirm(d, wrong)
         assert "16777216" not in e.value.message  # the answer is not given away
+
+
+@needs_loop
+def test_a_destructive_write_is_asked_on_a_terminal_and_refused_without_one(loop):
+    """confirm_destructive: without a terminal (and nothing given) refused with exit 4 before a
+    word is asked; given, no question; on a real terminal (a pty) warned, asked, and the answer
+    read from it; a wrong answer refused."""
+    dev, _ = loop
+    d = get_device(dev)
+    will = "raw_write will overwrite parts of it"
+    with open(os.devnull) as no_terminal:
+        said = io.StringIO()
+        with pytest.raises(SafetyRefusal) as e:
+            confirm_destructive(d, None, will=will, stdin=no_terminal, stderr=said)
+        assert confirm_destructive(d, " 16777216 ", will=will, stdin=no_terminal, stderr=said) == "16777216"
+    line = e.value.message
+    assert e.value.exit_code == 4 and said.getvalue() == ""
+    assert line.startswith(f"not confirmed: {dev} (") and "16.8 MB, 16777216 bytes)" in line
+    assert "pass --confirm with its size in bytes" in line and "no terminal to ask on" in line
+    master, slave = os.openpty()
+    try:
+        with open(slave, closefd=True) as terminal:
+            os.write(master, b"16777216\n")
+            assert confirm_destructive(d, None, will=will, stdin=terminal, stderr=said) == "16777216"
+            warning, prompt = said.getvalue().split("\n")
+            assert warning == f"{dev} (unknown model, 16.8 MB, 16777216 bytes): {will}."
+            assert prompt == "Type its size in bytes to go on (see `cardbench list`): "
+            os.write(master, b"16777215\n")
+            with pytest.raises(SafetyRefusal, match="does not match the size in bytes"):
+                confirm_destructive(d, None, will=will, stdin=terminal, stderr=io.StringIO())
+    finally:
+        os.close(master)
+
+
+@needs_loop
+def test_the_rules_refuse_before_anyone_is_asked():
+    with loop_device(32 << 20) as (dev, _), mounted(dev), open(os.devnull) as no_terminal:
+        with pytest.raises(SafetyRefusal, match="mounted"):
+            confirm_destructive(get_device(dev), None, will="x", stdin=no_terminal, stderr=io.StringIO())
 
 
 def test_device_with_serial_is_confirmed_by_its_serial():

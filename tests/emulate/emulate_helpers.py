@@ -9,9 +9,9 @@ import shutil
 import subprocess
 
 import pytest
-from realparts import emulator_leftovers as leftovers  # noqa: F401
 
 from cardbench.emulate import system
+from realparts import emulator_leftovers as leftovers  # noqa: F401
 
 ROOT = os.geteuid() == 0
 HAVE_FUSE = os.path.exists("/dev/fuse")

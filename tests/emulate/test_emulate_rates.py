@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from emulate_helpers import fio, needs_emulator, needs_fio
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
+from emulate_helpers import fio, needs_emulator, needs_fio
 
 pytestmark = [needs_emulator, needs_fio, pytest.mark.timing]
 

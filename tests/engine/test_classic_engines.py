@@ -8,12 +8,12 @@ import os
 import shutil
 
 import pytest
-from realparts import ROOT, call_cli
 
 from cardbench.engine import engine_names
 from cardbench.runner import RunOptions, run_directory
-from cardbench.units import MB, MiB
 from cardbench.target import DirTarget
+from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
                                  reason="needs root, FUSE and fio"), pytest.mark.timing]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine_helpers import emulated_card, needs_emulator, needs_fio
 
-from cardbench.workloads.random import run_pattern
 from cardbench.target import open_target
+from cardbench.workloads.random import run_pattern
+from engine_helpers import emulated_card, needs_emulator, needs_fio
 
 MB = 1_000_000
 MiB = 1 << 20

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from cardbench.units import MB, MiB
 from faults_helpers import (
     card,
     counters,
@@ -22,8 +24,6 @@ from faults_helpers import (
     wait_until,
     when_written,
 )
-
-from cardbench.units import MB, MiB
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from cardbench.units import MB, MiB
 from faults_helpers import (
     assert_partial_stored,
     card,
@@ -38,8 +40,6 @@ from faults_helpers import (
     when_read,
     when_written,
 )
-
-from cardbench.units import MB, MiB
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

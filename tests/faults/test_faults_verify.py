@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from cardbench.units import MB, MiB
 from faults_helpers import (
     VERIFY_FILE_RE,
     card,
@@ -37,8 +39,6 @@ from faults_helpers import (
     when_read,
     when_written,
 )
-
-from cardbench.units import MB, MiB
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 
@@ -88,7 +88,7 @@ def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
         assert p.returncode == 130, (p.returncode, p.stderr)
         line = one_error_line(p, *words)
         row.saw(f"exit 130: {line[11:]}")
-        if "after the check had finished" in line:
+        if "after the measurement had finished" in line:
             # the signal came while the finished result was being stored and shown: kept whole
             docs = stored_verify(db)
             assert len(docs) == 1 and docs[0]["complete"] is True, docs

@@ -10,6 +10,11 @@ or document attached, the card restored (sha256 before == after), nothing left.
 from __future__ import annotations
 
 import pytest
+
+from cardbench.errors import Interrupted
+from cardbench.patterns import Pattern
+from cardbench.target import open_target
+from cardbench.units import MB, MiB
 from faults_helpers import (
     VERIFY_FILE_RE,
     card,
@@ -20,11 +25,6 @@ from faults_helpers import (
     scribble,
     sha256_device,
 )
-
-from cardbench.errors import Interrupted
-from cardbench.patterns import Pattern
-from cardbench.units import MB, MiB
-from cardbench.target import open_target
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

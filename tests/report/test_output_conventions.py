@@ -11,10 +11,10 @@ import shutil
 import subprocess
 
 import pytest
-from cardbench_factories import make_result
-from realparts import call_cli
 
 from cardbench.store import open_store
+from cardbench_factories import make_result
+from realparts import call_cli
 
 #: what must never appear in default (non-JSON, non-verbose) output
 INTERNAL = re.compile(r"\buser:[^\s]*\||\bname:unknown\b|\busb:[0-9a-f]{4}:|\[S\d+\]")

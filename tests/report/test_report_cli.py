@@ -7,13 +7,13 @@ import io
 import json
 
 import pytest
-from cardbench_factories import make_result
 from click.testing import CliRunner
-from realparts import call_cli
 
 from cardbench.cli.results_cmd import compare, report, results
 from cardbench.errors import UsageError
 from cardbench.store import open_store
+from cardbench_factories import make_result
+from realparts import call_cli
 
 
 def _ok(r):

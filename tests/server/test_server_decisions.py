@@ -9,13 +9,13 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serve_helpers import make_result
 from starlette.testclient import TestClient
 
 from cardbench.server import tokens
 from cardbench.server.app import create_app
 from cardbench.store.core import open_store
 from cardbench.store.export import EXPORT_SCHEMA
+from serve_helpers import make_result
 
 SCRIPT = "<script>alert(1)</script>"
 

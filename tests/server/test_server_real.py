@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from serve_helpers import HERE, ServeProcess, child_env, cli, make_result, token_for
 
 from cardbench.store.core import open_store
+from serve_helpers import HERE, ServeProcess, child_env, cli, make_result, token_for
 
 
 @pytest.fixture(scope="module")

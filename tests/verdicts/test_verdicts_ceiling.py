@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import make_test, result_with
 
 from cardbench.result import Reader
 from cardbench.verdicts.ceiling import (
@@ -16,6 +15,7 @@ from cardbench.verdicts.ceiling import (
     sd_bus_ceiling,
     usb_ceiling,
 )
+from verdicts_helpers import make_test, result_with
 
 M = 1_000_000
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from ata_blocks import OLD_PIO_CARD, UDMA_CARD, build_identify
-from realparts import can_emulate, emulators_under
-from verdicts_helpers import make_test, result_with
 
+from ata_blocks import OLD_PIO_CARD, UDMA_CARD, build_identify
 from cardbench.devices.ata import decode_identify
 from cardbench.result import Card, Reader
+from cardbench.target import open_target
 from cardbench.verdicts import check_result, reader_ceilings
 from cardbench.verdicts.ceiling import interface_mode_ceiling, mode_rate
 from cardbench.verdicts.ratings import ratings
-from cardbench.target import open_target
+from realparts import can_emulate, emulators_under
+from verdicts_helpers import make_test, result_with
 
 M = 1_000_000
 USB2 = Reader(name="CF reader", vendor_id="058f", product_id="6362", link_speed_mbit=480, driver="usb-storage")
@@ -107,7 +107,7 @@ def test_a_udma_label_is_checked_against_what_the_card_announces():
 def _drawer(reads: list[float], writes: list[float], **fields):
     return [result_with(make_test("cold_read", [rd] * 3), make_test("seq_write", [wr] * 3), reader=USB2,
                         card=card(**dict(fields, serial=f"S{i}")))
-            for i, (rd, wr) in enumerate(zip(reads, writes))]
+            for i, (rd, wr) in enumerate(zip(reads, writes, strict=True))]
 
 
 def test_reader_evidence_names_the_mode_that_explains_a_ceiling():

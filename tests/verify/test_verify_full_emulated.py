@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from verify_helpers import Trigger, card, needs_emulator
 
 from cardbench.errors import Interrupted, UsageError
-from cardbench.verify.full import FILE_RE, STATE_NAME, verify_full
 from cardbench.target import open_target
+from cardbench.verify.full import FILE_RE, STATE_NAME, verify_full
+from verify_helpers import Trigger, card, needs_emulator
 
 MiB = 1 << 20
 pytestmark = [needs_emulator, pytest.mark.needs_root]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cardbench.errors import TargetError, UsageError
-from cardbench.verify.options import VerifyOptions, target_kind
 from cardbench.target import open_target
+from cardbench.verify.options import VerifyOptions, target_kind
 
 MiB = 1 << 20
 

@@ -6,12 +6,12 @@ import os
 import subprocess
 
 import pytest
-from verify_helpers import Trigger, card, needs_emulator, scribble, sha256_device
 
 from cardbench.errors import Interrupted, SafetyRefusal
+from cardbench.target import open_target
 from cardbench.verify.doc import SCHEMA
 from cardbench.verify.quick import verify_device
-from cardbench.target import open_target
+from verify_helpers import Trigger, card, needs_emulator, scribble, sha256_device
 
 MiB = 1 << 20
 pytestmark = [needs_emulator, pytest.mark.needs_root]

@@ -8,9 +8,9 @@ import sys
 from contextlib import contextmanager
 
 import pytest
-from realparts import can_emulate, sha256_device  # noqa: F401
 
-from cardbench.units import MB, MiB
+from cardbench.units import MB
+from realparts import can_emulate, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0
 

@@ -8,6 +8,7 @@ import stat
 import time
 
 import pytest
+
 import vm_helpers
 import vmharness
 

@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
-from cardbench.workloads.matrix import CDM_LABELS, MATRIX_TESTS, run_matrix
 from cardbench.target import open_target
+from cardbench.workloads.matrix import CDM_LABELS, MATRIX_TESTS, run_matrix
 
 MiB = 1 << 20
 ROOT = os.geteuid() == 0

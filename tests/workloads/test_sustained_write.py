@@ -8,8 +8,8 @@ import random
 import pytest
 
 from cardbench.errors import SafetyRefusal, UsageError
-from cardbench.workloads.sustained import analyze_curve, sustained_write
 from cardbench.target import open_target
+from cardbench.workloads.sustained import analyze_curve, sustained_write
 
 MB = 1_000_000
 MiB = 1 << 20

@@ -16,11 +16,12 @@ from cardbench import __version__
 from cardbench.cli import params
 from cardbench.cli.ui import error_line, said
 from cardbench.devices.preserve import recover_pending
-from cardbench.devices.safety import check_destructive, identity_kind
+from cardbench.devices.safety import confirm_destructive
 from cardbench.engine import engine_names
 from cardbench.errors import CardbenchError, ExitCode, UsageError
+from cardbench.measured import keep_measured
 from cardbench.plan import make_plan
-from cardbench.record import check_store, record
+from cardbench.record import check_store
 from cardbench.report.answer import render_run
 from cardbench.report.plan import plan_document, render_plan
 from cardbench.result import Card, Reader
@@ -114,36 +115,33 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
-    try:
-        if is_device:
-            if destructive and confirm_value is None:
-                confirm_value = _prompt_identity(target)
-            result = run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
-                                                      destructive=destructive,
-                                                      preserve=preserve, confirm=confirm_value, card=card,
-                                                      reader=reader, label=label, progress=progress))
-        else:
-            result = run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
-                                                      label=label,
-                                                      progress=progress, extra_tests=_extra_tests(profile, test_names),
-                                                      engine=engine,
-                                                      duration=duration, sustained=sustained))
-    except (CardbenchError, KeyboardInterrupt) as e:
-        partial = e.result if isinstance(e, CardbenchError) else None
-        if partial is not None and partial.tests and not no_save:
-            said(record(partial, db), saved_line=False, end=False)
-        raise
+    if is_device and destructive:
+        confirm_value = confirm_destructive(target.block_device(), confirm_value, will=(
+            "raw_write will overwrite parts of it" + (", each saved first and written back after" if preserve
+                                                     else "; what it overwrites is lost")))
+    if is_device:
+        def measure():
+            return run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
+                                                    destructive=destructive, preserve=preserve,
+                                                    confirm=confirm_value, card=card, reader=reader, label=label,
+                                                    progress=progress))
+    else:
+        def measure():
+            return run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
+                                                    label=label, progress=progress,
+                                                    extra_tests=_extra_tests(profile, test_names), engine=engine,
+                                                    duration=duration, sustained=sustained))
 
-    def show() -> None:     # after storing: what is printed is what was stored (re-judged)
+    def show(result) -> None:     # after storing: what is printed is what was stored (re-judged)
         out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
                  nl=False)
-    if no_save:
-        show()
+    kept = keep_measured(measure, db=db, save=not no_save, show=show)
+    rec = kept.recorded
+    if rec is None:
         return
-    rec = record(result, db, show=show)
     said(rec, saved_line=not (out.json or out.quiet))
     if rec.stored and not verbose and out.fmt in ("table", "md"):
-        out.note(f"every run and its statistics: cardbench results --id {result.id[:12]}")
+        out.note(f"every run and its statistics: cardbench results --id {kept.item.id[:12]}")
 
 
 def _extra_tests(profile: str, test_names: str | None) -> list[str]:
@@ -162,18 +160,6 @@ def _show_plan(out, target, opts) -> None:
 
 def _validate_label(label: str) -> None:
     parse_label(label)
-
-
-def _prompt_identity(target) -> str:
-    """Ask the user to type the device's identity (serial, or exact size in bytes)."""
-    dev = target.block_device()
-    check_destructive(dev)   # refuse before asking
-    if not sys.stdin.isatty():
-        raise UsageError(f"--destructive on {dev.path} needs confirmation: pass --confirm with its "
-                         f"{identity_kind(dev)} (no terminal to ask on)")
-    click.echo(f"raw_write will overwrite parts of {dev.path} ({dev.model or 'unknown model'}, {dev.size} bytes).",
-               err=True)
-    return click.prompt(f"Type its {identity_kind(dev)} to confirm", err=True)
 
 
 @cli.command("recover", epilog=params.examples("cardbench recover"))
@@ -273,6 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except CardbenchError as e:
+        if e.recorded is not None:      # what the measurement it ended kept (cardbench.measured)
+            said(e.recorded, saved_line=False, end=False)
         if debug:
             raise
         error_line(e.message)

@@ -28,6 +28,7 @@ from cardbench.report.answer import render_run
 from cardbench.report.compare import compare as compare_groups
 from cardbench.report.compare import render_compare, resolve_group
 from cardbench.report.html import render_html
+from cardbench.report.terminal import nothing_yet
 from cardbench.report.verify import render_verify
 from cardbench.result import Card
 from cardbench.share import destination, share_items, share_options
@@ -47,6 +48,17 @@ def _filters(f):
     f = click.option("--complete/--incomplete", "complete", default=None,
                      help="Only complete runs, or only incomplete (interrupted) ones (default: both).")(f)
     return f
+
+
+#: `results` on a store with nothing in it, in the words `readers` uses (report.terminal.nothing_yet)
+NO_RESULTS = nothing_yet("No result stored", "`cardbench run DIRECTORY` measures a card and stores its result; "
+                                             "`cardbench import FILE` stores another tool's.")
+NO_MATCH = "No stored result matches these filters: `cardbench results` without them lists every one."
+
+
+def _none_stored(store) -> bool:
+    """Whether the store holds no result and no verify verdict at all."""
+    return not store.results(limit=1) and not store.verify_results()
 
 
 def _unit(mib: bool) -> str:
@@ -85,8 +97,14 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
             found = _query(store, card, reader, since, until, test_name, complete, sort)
             verify_docs = store.verify_results(card=card, reader=reader, since=since, until=until) \
                 if out.fmt in ("table", "md") else []
+            # a table of no rows says nothing: say what is missing instead (csv keeps its header row)
+            nothing = None
+            if out.fmt in ("table", "md") and not found and not verify_docs:
+                nothing = NO_RESULTS if _none_stored(store) else NO_MATCH
     if out.fmt == "json":
         out.echo(text, nl=False)
+    elif nothing:
+        out.echo(nothing)
     else:
         out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
     if out.fmt != "json" and verify_docs:

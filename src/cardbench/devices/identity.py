@@ -12,7 +12,8 @@ seen arriving with its medium in a drawer session; a single-card adapter plugged
 card is one too): then the USB device is the card, known by its USB serial, and there is no
 reader. Where nothing tells, the holder is "unsure", said in ``Reader.kind_evidence``, and the
 card takes the USB identity too (a reader's ceiling is never inferred from it: only a card's
-own identity, ``Card.own_identity``, makes "the same card" for the reader verdicts). A CompactFlash card behind
+own identity, ``Card.own_identity``, or a name the person typed makes "the same card" for the
+reader verdicts: :func:`cardbench.verdicts.readers.same_card_basis`). A CompactFlash card behind
 a reader that implements SAT answers ATA IDENTIFY DEVICE (:mod:`cardbench.devices.ata`): then it
 is known by its own model, serial and sectors (``Card.ata``), and its transfer modes cap what it
 can show. ``identify`` fills what the user left empty and never overwrites what they typed. It

@@ -93,11 +93,11 @@ def filesystem_on(device: str) -> str | None:
     mountinfo says only "fuseblk"; None when unreadable or unknown."""
     try:
         with DataFile.open(device, write=False, direct=False) as dev:
-            head = bytearray(512)
-            dev.read_at(head, 0)
+            buf = bytearray(512)
+            dev.read_at(buf, 0)
     except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
         return None
-    head = bytes(head)
+    head = bytes(buf)
     if head[3:11] == b"EXFAT   ":
         return "exfat"
     if head[3:11] == b"NTFS    ":

@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from cardbench.devices.discovery import BlockDevice, get_device, list_devices
 from cardbench.devices.mounts import mount_containing, read_mountinfo
 from cardbench.devices.safety import open_exclusive
@@ -59,7 +61,6 @@ from cardbench.errors import (
     UsageError,
 )
 from cardbench.signals import signals_held
-import platformdirs
 
 JOURNAL_SCHEMA = "cardbench.journal/1"
 CHUNK = 1 << 20  # bytes moved per O_DIRECT call; a multiple of every logical block size

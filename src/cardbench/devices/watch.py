@@ -365,6 +365,7 @@ class Watcher:
     def wait(self, timeout: float) -> list[MediumChange]:
         """Changes within ``timeout`` seconds (returns as soon as there is one)."""
         deadline = time.monotonic() + max(0.0, timeout)
+        found: list[MediumChange]
         while True:
             now = time.monotonic()
             if self.self_polled and now - self._last_self_poll >= SELF_POLL_INTERVAL:
@@ -387,7 +388,7 @@ class Watcher:
             if self.self_polled:
                 pause = min(pause, SELF_POLL_INTERVAL)
             ready = select.select([self.sock], [], [], max(0.0, pause))[0] if pause > 0 else []
-            found: list[MediumChange] = []
+            found = []
             if ready:
                 found, lost = self._drain()
                 if lost:

@@ -258,7 +258,10 @@ class Server:
             self.add_card(spec)
             return {"path": os.path.join(self.mountpoint, spec.name)}
         if op == "remove_card":
-            self.remove_card(req.get("card"))
+            name = req.get("card")
+            if not isinstance(name, str):
+                raise UsageError(f"remove_card needs a card's name, not {name!r}")
+            self.remove_card(name)
             return {}
         if op == "shutdown":
             threading.Thread(target=self.shutdown, args=("control request",), daemon=True).start()
@@ -345,8 +348,9 @@ class Server:
 
 def _operations(server: Server):
     mfusepy = system.load_mfusepy()
+    operations: Any = mfusepy.Operations    # loaded at run time, untyped: nothing to check against
 
-    class CardFiles(mfusepy.Operations):
+    class CardFiles(operations):
         use_ns = True
 
         def init_with_config(self, conn, config):  # noqa: D401 - libfuse callback

@@ -98,7 +98,7 @@ class IoFault(_Located, DeviceFault):
 def describe(err: int | None, fallback: str | None = None) -> str:
     """The words for ``err`` (an errno); ``fallback`` (else the system's text) for one not in the table."""
     if err in REASONS:
-        return REASONS[err]   # type: ignore[index]
+        return REASONS[err]
     if fallback:
         return fallback
     return os.strerror(err) if err else "I/O error"

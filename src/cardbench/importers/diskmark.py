@@ -46,9 +46,9 @@ import re
 
 from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
+from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
 from cardbench.units import KiB, MiB
-from cardbench.plan import pattern_name
 
 _NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 _KDM_LINE = re.compile(rf"^\s*(Sequential|Random)\s+(\d+)\s*(KiB|MiB)\s*\(Q=\s*(\d+),\s*T=\s*(\d+)\)\s*:\s*{_NUM}\s*MB/s"

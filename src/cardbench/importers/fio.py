@@ -38,9 +38,9 @@ from cardbench.errors import UsageError
 from cardbench.fiojson import FioJsonError, FioSide, fio_sides
 from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
+from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
 from cardbench.units import KiB
-from cardbench.plan import pattern_name
 
 _FIO_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}

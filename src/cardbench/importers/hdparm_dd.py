@@ -36,9 +36,9 @@ import re
 from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.importers.fio import fio_size
+from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
 from cardbench.units import KiB, MiB
-from cardbench.plan import pattern_name
 
 _NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 _HDPARM = re.compile(rf"^\s*Timing (cached|buffered disk|O_DIRECT cached|O_DIRECT disk) reads:\s*(\d+) MB in\s*{_NUM}"

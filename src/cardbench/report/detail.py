@@ -13,13 +13,14 @@ import csv
 import io
 import json
 
+from rich.console import Console
+from rich.table import Table
+
 from cardbench.errors import UsageError
 from cardbench.report.drawer import FORMATS, check_rate_unit, md_table, sig, unit_slug
 from cardbench.result import Result, TestResult
 from cardbench.stats import summarize
 from cardbench.units import fmt_size, rate_in, x_rating
-from rich.console import Console
-from rich.table import Table
 
 METHOD_KEYS = ("engine", "block_size", "queue_depth", "iodepth", "numjobs", "cache", "sync", "file_bytes",
                "filesystem", "direct", "rw")

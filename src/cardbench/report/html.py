@@ -71,7 +71,7 @@ def _unique_labels(results: list[Result]) -> list[str]:
     seen: dict[str, int] = {}
     for lab in labels:
         seen[lab] = seen.get(lab, 0) + 1
-    return [f"{lab} ({r.started_at[:10]}, {r.id[:6]})" if seen[lab] > 1 else lab for lab, r in zip(labels, results)]
+    return [f"{lab} ({r.started_at[:10]}, {r.id[:6]})" if seen[lab] > 1 else lab for lab, r in zip(labels, results, strict=True)]
 
 
 def _drawer_table(results: list[Result], rate_unit: str) -> str:
@@ -97,7 +97,7 @@ def _drawer_table(results: list[Result], rate_unit: str) -> str:
 
 def _bars(results: list[Result], labels: list[str], which: str) -> list[Bar]:
     bars = []
-    for r, lab in zip(results, labels):
+    for r, lab in zip(results, labels, strict=True):
         row = drawer_row(r)
         notes = [n for n in row.notes() if n in ("INCOMPLETE",) or n.startswith("limited")]
         bars.append(Bar(label=lab, bytes_per_s=row.write_bytes_per_s if which == "write" else row.read_bytes_per_s,
@@ -107,7 +107,7 @@ def _bars(results: list[Result], labels: list[str], which: str) -> list[Bar]:
 
 def _curves(results: list[Result], labels: list[str], test: str, key: str) -> list[Series]:
     series = []
-    for r, lab in zip(results, labels):
+    for r, lab in zip(results, labels, strict=True):
         t = r.test(test)
         pts = (t.extra or {}).get(key) if t else None
         if not pts:

@@ -8,6 +8,8 @@
   wrap between words; numeric columns never wrap).
 * :func:`plain`: a sentence for a person: the source tags (``[S1][S2]``) that the JSON and the
   README keep are dropped.
+* :func:`nothing_yet`: what an empty listing says (``results``, ``readers``): nothing yet, and the
+  command that fills it.
 
     from cardbench.report.terminal import Col, fit_table, to_text
     table = fit_table([Col("Card", wrap=True), Col("Write (MB/s)", right=True, drop=2)], rows, width=80)
@@ -22,6 +24,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
@@ -37,6 +40,13 @@ PIPE_WIDTH = 150
 LONG_WORD = 32
 
 _SOURCE_TAGS = re.compile(r"\s*(?:\[S\d+\])+")
+
+
+def nothing_yet(what: str, fill: str) -> str:
+    """What a listing says when the store holds nothing for it, in one wording for every command:
+    nothing yet, and the command that fills it. ``what``: "No result stored"; ``fill``: the
+    command and what it does, a sentence."""
+    return f"{what} yet: nothing to show. {fill}"
 
 
 def terminal_width(stream=None) -> int:
@@ -138,7 +148,7 @@ def fit_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
         # a word longer than LONG_WORD (a path) folds anyway: it does not get to drop columns
         least[i] = natural[i] if not c.wrap else max(1, min(LONG_WORD, max(s[1] for s in sizes)))
     keep = list(range(len(columns)))
-    order = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
+    order = [i for _, i in sorted((c.drop, i) for i, c in enumerate(columns) if c.drop is not None)]
     while True:
         # what borders and padding take: the table with every column one cell wide, less those cells
         bare = _build(columns, keep, [], None, None, {i: 1 for i in keep}, table_kw)

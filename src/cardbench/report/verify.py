@@ -6,11 +6,12 @@ it (:func:`verify_sentence`, f3's model), then the details.
 
 from __future__ import annotations
 
+from rich.table import Table
+
 from cardbench.report.drawer import md_table
 from cardbench.report.readers import reader_title
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.units import fmt_rate, fmt_seconds, fmt_size
-from rich.table import Table
 
 HEADERS = ["Card", "Reader", "Mode", "Verdict", "Announced", "Usable", "Kind", "Bad ranges", "When", "Notes"]
 
@@ -50,7 +51,10 @@ def verify_sentence(doc: dict, *, mib: bool = False) -> list[str]:
     only 16.8 MB of the 67.1 MB it announces are usable." then "Fix: ..." (f3's ending)."""
     verdict = doc.get("verdict")
     announced, usable = doc.get("announced_bytes"), doc.get("usable_bytes")
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     lines = []
     if not doc.get("complete", True):
         lines.append(f"The check stopped before the end: {plain(doc.get('error') or 'no reason recorded')}; "
@@ -92,7 +96,10 @@ def _sz(n, mib: bool) -> str:
 def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
     """The figures behind the verdict, as (what, value) pairs."""
     unit = "MiB/s" if mib else "MB/s"
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     rows: list[tuple[str, str]] = [("target", str(doc.get("device") or (doc.get("target") or {}).get("path")))]
     card = doc.get("card") or {}
     if card.get("serial") or card.get("model"):

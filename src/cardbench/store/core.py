@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+import platformdirs
+
 from cardbench.errors import StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Reader, Result
@@ -34,7 +36,6 @@ from cardbench.store.schema import (
     Migration,
     check_migrations,
 )
-import platformdirs
 
 VERIFY_SCHEMA = "cardbench.verify/1"
 #: cards read at once (``readers --probe``, a drawer session): the measured figures and the finding

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+import platformdirs
+
 from cardbench.errors import UsageError
 from cardbench.result import Result
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
-import platformdirs
 
 OUTBOX_SCHEMA = "cardbench.outbox/1"
 

@@ -27,7 +27,7 @@ __all__ = ["SCHEMA", "VerifyOptions", "verify_device", "verify_full", "verify_ta
 
 
 def verify_target(target: Target, options: VerifyOptions, *, progress=None, check_safety: bool = True) -> dict[str, Any]:
-    """Verify ``target`` (a path, or a target from :func:`cardbench.target.open_target`: a block
+    """Verify ``target`` (a target from :func:`cardbench.target.open_target`: a block
     device gets the quick probe, or with ``full`` a destructive fill; a directory full mode) after
     :meth:`VerifyOptions.validate`; a ``cardbench.verify/1`` document. A destructive test must
     have been confirmed by the caller (``cardbench verify`` asks)."""

@@ -8,6 +8,7 @@ import json
 import os
 import re
 from pathlib import Path
+
 import platformdirs
 
 MiB = 1 << 20

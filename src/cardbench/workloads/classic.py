@@ -11,14 +11,14 @@ arithmetic the plan does (:func:`choose_size`).
 from __future__ import annotations
 
 import os
+from typing import cast
 
-from cardbench.engine.errors import io_error
+from cardbench.engine.errors import io_error, shown
 from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.patterns import Pattern
 from cardbench.plan import MIN_RUN_SECONDS, Plan, next_probe, size_from_probes
-from cardbench.result import Result, TestResult
+from cardbench.result import Result, Run, TestResult
 from cardbench.session import new_tag
-from cardbench.engine.errors import shown
 from cardbench.target import FAT_TYPES, DirTarget
 from cardbench.verdicts.ceiling import ceilings_for, pick
 from cardbench.workloads.coldness import ColdReads
@@ -54,6 +54,7 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
     the caller's cleanup)."""
     cold = ColdReads.of(target, _path_ceiling(result))
     if plan.size is None:
+        assert plan.auto_cap is not None     # make_plan caps every automatic size
         size, how = choose_size(target, result.id, opts, plan.auto_cap, cold)
         if how.get("short"):
             result.warnings.append(how["short"])
@@ -93,7 +94,9 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
                 got = read_file(path, pattern, block=opts.block, direct=opts.direct,
                                 engine=opts.classic_engine, progress=adv)
             return got[0].bytes_per_s, got
-        (run, method, counts), is_cold, resident = cold.read(path, read_once)
+        got, is_cold, resident = cold.read(path, read_once)
+        # what read_once returned (ColdReads.read hands it back as an object)
+        run, method, counts = cast(tuple[Run, dict, dict[str, int]], got)
         method = dict(method, resident_fraction_before=resident)
         rtest.method.update({k: v for k, v in method.items() if k != "resident_fraction_before"})
         rtest.method.setdefault("resident_fraction_before", [])

@@ -21,8 +21,8 @@ from typing import Callable
 from cardbench.engine.registry import check_depth, engine_info
 from cardbench.errors import UsageError
 from cardbench.result import Run, TestResult
-from cardbench.target import Target
 from cardbench.signals import sigterm_raises
+from cardbench.target import Target
 from cardbench.workloads.random import (
     DEFAULT_MAX_FILL_SECONDS,
     TestArea,

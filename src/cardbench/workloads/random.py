@@ -40,10 +40,10 @@ from cardbench.engine.jobs import Job, run_job
 from cardbench.engine.registry import check_depth
 from cardbench.errors import SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
+from cardbench.plan import PatternSpec, parse_pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
 from cardbench.target import AREA_ALIGN, Target
-from cardbench.plan import PatternSpec, parse_pattern
 
 KiB = 1 << 10
 MiB = 1 << 20

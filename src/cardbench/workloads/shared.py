@@ -47,7 +47,7 @@ def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, coun
         for t in targets:
             locks.enter_context(target_lock(t.lock_key, wait=False, label=t.path))
         samples = [raw.auto_sample(t, count, target_seconds=seconds) for t in targets]
-        alone = [raw.sampled_sweep(t, "read", count=count, sample=s) for t, s in zip(targets, samples)]
+        alone = [raw.sampled_sweep(t, "read", count=count, sample=s) for t, s in zip(targets, samples, strict=True)]
         barrier = threading.Barrier(len(devices) + 1)
         runs: list[Any] = [None] * len(devices)
         ends: list[float] = [0.0] * len(devices)
@@ -63,12 +63,12 @@ def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, coun
 
         threads = [threading.Thread(target=one, args=(i,), name=f"cardbench-probe-{i}", daemon=True)
                    for i in range(len(devices))]
-        for t in threads:
-            t.start()
+        for th in threads:
+            th.start()
         barrier.wait()
         start = time.perf_counter()
-        for t in threads:
-            t.join()
+        for th in threads:
+            th.join()
     if errors:
         e = errors[0]
         if isinstance(e, CardbenchError):
@@ -77,7 +77,7 @@ def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, coun
     wall = max(ends) - start
     together_bytes = sum(r.bytes for r in runs)
     rows = [{"device": d.path, "sample_bytes": s, "alone_bytes_per_s": a.bytes_per_s,
-             "together_bytes_per_s": r.bytes_per_s} for d, s, a, r in zip(devices, samples, alone, runs)]
+             "together_bytes_per_s": r.bytes_per_s} for d, s, a, r in zip(devices, samples, alone, runs, strict=True)]
     return {"devices": rows, "alone_sum_bytes_per_s": sum(a.bytes_per_s for a in alone),
             "alone_max_bytes_per_s": max(a.bytes_per_s for a in alone),
             "together_bytes_per_s": together_bytes / wall if wall > 0 else None, "together_seconds": wall,
