@@ -8,6 +8,7 @@ import os
 import sys
 
 import pytest
+
 from realparts import emulators_under
 
 HERE = os.path.dirname(__file__)

@@ -10,13 +10,6 @@ import threading
 import time
 
 import pytest
-from pull_helpers import (
-    Puller,
-    layout,
-    needs_emulator,
-    records_lost,
-    spec,
-)
 
 from cardbench.emulate import EmulatedCard, EmulatedReader
 from cardbench.engine.data import DataFile
@@ -25,6 +18,13 @@ from cardbench.pulltest import HostLogError, PullOptions, resume_pulltest, run_p
 from cardbench.pulltest.hostlog import read_log
 from cardbench.target import open_target
 from cardbench.units import MB, MiB
+from pull_helpers import (
+    Puller,
+    layout,
+    needs_emulator,
+    records_lost,
+    spec,
+)
 
 pytestmark = [needs_emulator, pytest.mark.slow]
 

@@ -104,6 +104,7 @@ class Server:
     def io(self, op: str, name: str, offset: int, size: int, data: bytes | None = None) -> bytes | int:
         now = time.monotonic()
         reader = self.reader
+        result: bytes | int = 0
         with reader.lock:
             card = reader.cards.get(name)
             fd = self.fds.get(name)

@@ -10,29 +10,10 @@ acknowledged and intact / lost / torn, in flight, old data damaged. :func:`resum
 verifies later from the kept log. The result is a ``cardbench.pulltest/1`` document.
 """
 
-from cardbench.pulltest.core import (
-                                     MIXES,
-                                     PullOptions,
-                                     kernel_facts,
-                                     resume_pulltest,
-                                     run_pulltest,
-                                     uhubctl_cut,
-)
+from cardbench.pulltest.core import MIXES, PowerSwitch, PullOptions, kernel_facts, resume_pulltest, run_pulltest
 from cardbench.pulltest.doc import SCHEMA, VERDICTS, answer
 from cardbench.pulltest.hostlog import HostLogError, log_dir
 from cardbench.pulltest.layout import Layout
 
-__all__ = [
-                                     "MIXES",
-                                     "SCHEMA",
-                                     "VERDICTS",
-                                     "HostLogError",
-                                     "Layout",
-                                     "PullOptions",
-                                     "answer",
-                                     "kernel_facts",
-                                     "log_dir",
-                                     "resume_pulltest",
-                                     "run_pulltest",
-                                     "uhubctl_cut",
-]
+__all__ = ["MIXES", "SCHEMA", "VERDICTS", "HostLogError", "Layout", "PowerSwitch", "PullOptions", "answer",
+           "kernel_facts", "log_dir", "resume_pulltest", "run_pulltest"]

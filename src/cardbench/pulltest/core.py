@@ -64,8 +64,10 @@ class PullOptions:
     prompt      False (``--no-prompt``): ask nothing; write until the card goes away.
     timeout     the longest to write waiting for the pull, and to wait for the card to come back.
     mix         "both" (small scattered, every 8th a large sequential one), "small" or "large".
-    cut         called (in a thread) ``after`` seconds into each cycle to cut the power: uhubctl
-                (:func:`uhubctl_cut`) or, in tests, an emulator's pull.
+    cut         called (in a thread) ``after`` seconds into each cycle to cut the power: a
+                :class:`PowerSwitch` (uhubctl) or, in tests, an emulator's pull; an exception it
+                raises ends the test (one line).
+    restore     called once the card is seen gone, to give it its power back (PowerSwitch.restore).
     layout      where the records go (default :meth:`Layout.for_size`).
     log_dir     where the host's log goes (default the user state dir).
     say         where lines for the person go (the CLI's stderr).
@@ -80,6 +82,7 @@ class PullOptions:
     timeout: float = 600.0
     mix: str = "both"
     cut: Callable[[], None] | None = None
+    restore: Callable[[], None] | None = None
     layout: Layout | None = None
     log_dir: str | os.PathLike | None = None
     say: Callable[[str], None] | None = None
@@ -127,20 +130,37 @@ def kernel_facts(dev: BlockDevice | None, path: str) -> dict[str, Any]:
             "flush_sent": None if write_cache is None else write_cache == "write back"}
 
 
-def uhubctl_cut(hub_port: str, *, off: bool = True) -> Callable[[], None]:
-    """A ``cut`` that switches off (``off``) the power of USB hub port ``HUB:PORT`` with uhubctl
-    (``uhubctl -l HUB -p PORT -a off``; its state goes back on with ``-a on``)."""
-    hub, sep, port = hub_port.rpartition(":")
-    if not sep or not hub or not port.isdigit():
-        raise UsageError(f"--power-cut needs HUB:PORT (a uhubctl location and port, e.g. 1-1:2), got {hub_port!r}")
-    exe = shutil.which("uhubctl")
-    if exe is None:
-        raise UsageError("--power-cut needs uhubctl (apt install uhubctl)")
+class PowerSwitch:
+    """A USB hub port whose power uhubctl switches (``HUB:PORT``, e.g. ``1-1:2``): :meth:`cut`
+    (``uhubctl -l HUB -p PORT -a off``) and :meth:`restore` (``-a on``). A refusal (no such hub,
+    a hub without per-port power switching) is one line (UsageError)."""
 
-    def cut() -> None:
-        subprocess.run([exe, "-l", hub, "-p", port, "-a", "off" if off else "on"], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-    return cut
+    def __init__(self, hub_port: str) -> None:
+        hub, sep, port = hub_port.rpartition(":")
+        if not sep or not hub or not port.isdigit():
+            raise UsageError(f"--power-cut needs HUB:PORT (a uhubctl location and port, e.g. 1-1:2), "
+                             f"got {hub_port!r}")
+        exe = shutil.which("uhubctl")
+        if exe is None:
+            raise UsageError("--power-cut needs uhubctl (e.g. apt install uhubctl)")
+        self.exe, self.hub, self.port = exe, hub, port
+
+    def _switch(self, action: str) -> None:
+        try:
+            proc = subprocess.run([self.exe, "-l", self.hub, "-p", self.port, "-a", action], check=False,
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise UsageError(f"uhubctl could not switch {action} port {self.port} of hub {self.hub}: {e}") from None
+        if proc.returncode != 0:
+            why = next((ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()),
+                       f"exit {proc.returncode}")
+            raise UsageError(f"uhubctl could not switch {action} port {self.port} of hub {self.hub}: {why}")
+
+    def cut(self) -> None:
+        self._switch("off")
+
+    def restore(self) -> None:
+        self._switch("on")
 
 
 def _open(path: str, *, write: bool) -> DataFile:
@@ -160,6 +180,7 @@ class PullTest:
         self.say = opts.say or (lambda line: None)
         self.event = opts.events or (lambda name, details: None)
         self._perm: tuple[int, list[int]] | None = None
+        self._cut_error: BaseException | None = None
         self.read_only = False
 
     # -- writing ------------------------------------------------------------------------------
@@ -242,9 +263,9 @@ class PullTest:
         """Write records (each logged, written, flushed, logged as acknowledged) until the card
         goes away; returns the pull entry (logged)."""
         timer = None
+        self._cut_error = None
         if self.opts.after is not None:
-            action = self.opts.cut or (lambda: self.say("Pull the card out now."))
-            timer = threading.Timer(self.opts.after, action)
+            timer = threading.Timer(self.opts.after, self._pull_now)
             timer.daemon = True
         elif self.opts.prompt:
             self.say("Writing; pull the card out (or cut its power) now, while it writes.")
@@ -262,6 +283,8 @@ class PullTest:
             if timer is not None:
                 timer.start()
             while f is not None:
+                if self._cut_error is not None:
+                    raise self._cut_error
                 if time.monotonic() - started > self.opts.timeout:
                     raise TargetError(f"{shown(self.target.path)} was not pulled within {self.opts.timeout:g} s "
                                       f"({acked} writes acknowledged); the log is kept: {shown(str(self.log.path))}")
@@ -294,10 +317,22 @@ class PullTest:
             # either way what it kept is judged once it answers with its UUID
             self.say(f"{shown(self.target.path)}: a write failed ({os.strerror(err or errno.EIO)}) and the device "
                      "is still there (back already, or failing): judging what it kept.")
+        if self.opts.restore is not None:
+            self.opts.restore()
         if acked == 0:
             self.say("The card went away before the first write of this cycle was acknowledged: "
                      "nothing written in this cycle can be judged (old data still is).")
         return entry
+
+    def _pull_now(self) -> None:
+        """``after`` seconds into a cycle: cut the power (``cut``) or ask the person to pull."""
+        if self.opts.cut is None:
+            self.say("Pull the card out now.")
+            return
+        try:
+            self.opts.cut()
+        except BaseException as e:  # noqa: BLE001 - raised in the writing thread
+            self._cut_error = e
 
     def _repair(self, cycle: int) -> None:
         """Rewrite the slots the last verify found not intact (fresh records of this cycle, flushed)."""
@@ -340,7 +375,7 @@ class PullTest:
             try:
                 with _open(path, write=False) as f:
                     found = _label_uuid(f)
-            except (IO_ERRORS, OSError):
+            except (*IO_ERRORS, OSError):
                 continue
             out[name] = (devno, found)
         return out

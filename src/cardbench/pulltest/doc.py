@@ -46,7 +46,7 @@ def pull_result(state: State, cycle: int, pulled_at: float,
                 found: dict[int, list[int | None]]) -> tuple[dict[str, Any], list[int]]:
     """The counts of one pull from what was read back (``found``: address -> record number per
     block); and the addresses to rewrite before the next cycle (not holding their last record)."""
-    c = {k: 0 for k in COUNTS}
+    c: dict[str, Any] = {k: 0 for k in COUNTS}
     ages: list[float] = []
     repair: list[int] = []
     for addr, numbers in state.slots.items():
