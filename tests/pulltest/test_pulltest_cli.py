@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-from pull_helpers import SIZE, needs_emulator, records_lost, spec
 
 from cardbench.emulate import EmulatedCard
 from cardbench.units import MB
+from pull_helpers import SIZE, needs_emulator, records_lost, spec
 
 pytestmark = [needs_emulator, pytest.mark.slow]
 
