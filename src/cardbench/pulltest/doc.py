@@ -31,6 +31,11 @@ from cardbench.result import Card, Reader, host_info, now_iso
 SCHEMA = "cardbench.pulltest/1"
 VERDICTS = ("keeps", "loses", "inconclusive")
 COUNTS = ("acknowledged", "intact", "lost", "torn", "in_flight", "in_flight_torn", "old_damaged")
+#: the fields a store and reports read, and their types (cardbench.kinds.shapes.fields_problem's
+#: form): what a record kind declaration of ``cardbench.pulltest/1`` checks
+FIELDS = (("verdict", "text"), ("answer", "text"), ("card_uuid", "text"), ("device", "text"), ("error", "text"),
+          ("complete", "flag"), ("kernel", "object"), ("method", "object"),
+          *((k, "number") for k in COUNTS))
 
 
 def _judge(blocks: list[int | None], new: int, older: set[int]) -> str:
@@ -127,6 +132,11 @@ def answer(doc: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def summary(doc: dict[str, Any]) -> str:
+    """One line for a stored pull test (a record kind's ``summary``)."""
+    return f"pulltest: {str(doc.get('verdict') or '?').upper()}: {doc.get('answer') or ''}".rstrip(": ")
+
+
 def build_doc(state: State, target, *, error: str | None = None) -> dict[str, Any]:
     """The ``cardbench.pulltest/1`` document of a test as its log stands."""
     pulls = [state.verified[c]["result"] for c in sorted(state.verified)]
@@ -143,6 +153,7 @@ def build_doc(state: State, target, *, error: str | None = None) -> dict[str, An
         "card_uuid": start["uuid"],
         "started_at": _dt.datetime.fromtimestamp(start["t"], _dt.UTC).isoformat(timespec="seconds"),
         "finished_at": now_iso(),
+        "created_at": None,
         "device": target.path if target is not None else None,
         "card": card.to_dict() if card else None,
         "reader": reader.to_dict() if reader else None,
@@ -158,6 +169,7 @@ def build_doc(state: State, target, *, error: str | None = None) -> dict[str, An
     }
     for k in COUNTS:
         doc[k] = sum(p[k] for p in pulls)
+    doc["created_at"] = doc["finished_at"]
     doc["verdict"] = verdict_of(pulls)
     doc["answer"] = answer(doc)
     return doc
