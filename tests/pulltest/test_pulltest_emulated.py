@@ -102,16 +102,18 @@ def test_volatile_cache_flush_pull_and_reinsert(flush):
 # -- the pull test over models ------------------------------------------------------------------
 
 def test_honest_card_keeps_everything_over_20_pulls(tmp_path):
-    with EmulatedCard(spec("honest")) as card:
-        puller = Puller(card, drain=1 * MB, after=0.25)
-        doc = run_pulltest(_target(card), _opts(tmp_path, puller, cycles=20))
+    # small scattered and large sequential records: a pull may cut a large one in flight
+    with EmulatedCard(spec("honest", cache=2 * MiB)) as card:
+        puller = Puller(card, drain=4 * MB, after=0.25)
+        doc = run_pulltest(_target(card), _opts(tmp_path, puller, cycles=20, mix="both"))
     assert not puller.errors
     assert len(doc["pulls"]) == 20 and doc["complete"]
     assert all(p["acknowledged"] > 0 for p in doc["pulls"])
     assert (doc["lost"], doc["torn"], doc["old_damaged"]) == (0, 0, 0)
     assert doc["verdict"] == "keeps"
     assert doc["answer"] == f"Keeps what it acknowledges: 0 of {doc['acknowledged']:,} acknowledged writes lost in 20 pulls"
-    print(f"\nhonest: {doc['acknowledged']} acknowledged writes judged, {doc['in_flight']} in flight, 20 pulls")
+    print(f"\nhonest: {doc['acknowledged']} acknowledged writes judged, {doc['in_flight']} in flight "
+          f"({doc['in_flight_torn']} torn), 20 pulls")
 
 
 def test_liar_is_caught_with_the_right_count_and_ages(tmp_path):
