@@ -115,3 +115,36 @@ def test_ctrl_c_while_waiting_then_resume(tmp_path):
     assert answer.startswith("Loses acknowledged writes: ") and " in 1 of 1 pull" in answer
     assert pull.startswith("  pull 1: ") and " lost, " in pull and rest == []
     assert log.read_text().splitlines()[-1].startswith('{"e":"end"')
+
+
+def test_by_hand_on_a_named_emulated_card(tmp_path):
+    """What the README tells a person: an emulated liar (`cardbench emulate start ... --flush liar`),
+    the pull test, `cardbench emulate pull` while it writes, `emulate reinsert`: the verdict."""
+    env = _env(tmp_path)
+    env["CARDBENCH_EMULATE_ROOT"] = str(tmp_path / "emu")
+
+    def cb(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "cardbench", *args], capture_output=True, text=True, env=env,
+                           stdin=subprocess.DEVNULL, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    device = cb("emulate", "start", "--name", "pt", "--size", str(SIZE), "--write-rate", "40MB/s",
+                "--read-rate", "80MB/s", "--volatile-cache", "512KiB", "--drain-rate", "200MB/s", "--flush", "liar")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "cardbench", "pulltest", device, "--no-prompt", "--mix",
+                                 "small", "--timeout", "60", "--confirm", str(SIZE)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while json.loads(cb("emulate", "status", "pt", "--json"))["counters"]["flushes"] < 5:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        cb("emulate", "set", "pt", "--drain-rate", "0.25MB/s")
+        time.sleep(1.0)
+        assert cb("emulate", "pull", "pt").startswith("pt: pulled; ")
+        assert cb("emulate", "reinsert", "pt").startswith("/dev/loop")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.startswith("Loses acknowledged writes: ")
+    finally:
+        cb("emulate", "stop", "pt")
