@@ -129,6 +129,7 @@ def test_liar_is_caught_with_the_right_count_and_ages(tmp_path):
     assert pull["lost"] > 100
     empty = cache / drain
     oldest = max(pull["lost_ages_s"])
+    assert 0 <= pull["pull_window_s"] < 0.1 * empty
     assert abs(oldest - empty) <= 0.1 * empty, (oldest, empty)
     assert doc["verdict"] == "loses"
     assert doc["answer"].startswith(f"Loses acknowledged writes: {pull['lost'] + pull['torn']:,} of "

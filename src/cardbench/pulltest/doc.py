@@ -13,7 +13,8 @@ old data damaged         a record acknowledged in an earlier cycle (or the old r
                          and verified before any pull) that no longer reads back intact
 
 ``lost_ages_s``: for every acknowledged write lost or torn, the seconds between its
-acknowledgement and the pull (the moment the host saw the card fail).
+acknowledgement and the pull (the moment the host saw the card fail; ``pull_window_s`` says how
+long after the last acknowledgement that was: the pull happened within that window).
 """
 
 from __future__ import annotations
@@ -88,8 +89,12 @@ def pull_result(state: State, cycle: int, pulled_at: float,
             c["old_damaged"] += 1
     c["lost_ages_s"] = sorted(ages, reverse=True)
     c["cycle"] = cycle
-    c["written"] = sum(1 for r in state.records.values() if r.gen == cycle and r.acked is not None)
+    acked = [r.acked for r in state.records.values() if r.gen == cycle and r.acked is not None]
+    c["written"] = len(acked)
     c["pulled_at"] = pulled_at
+    # the pull happened between the last acknowledgement and the failure the host saw (pulled_at):
+    # the ages above may be this much too long (a write hanging on a pulled USB device, say)
+    c["pull_window_s"] = round(pulled_at - max(acked), 3) if acked else None
     return c, repair
 
 
