@@ -246,3 +246,20 @@ def test_card_back_read_only(tmp_path):
     assert doc["error"].endswith("came back read-only: what it kept was verified (pull 1), but no more cycles "
                                  "can be written")
     assert doc["verdict"] == "keeps"
+
+
+def test_ctrl_c_while_writing_then_resume_judges_up_to_there(tmp_path):
+    """Stopped while writing (no pull): --resume takes the end of the log as the pull and
+    judges what the card kept; an honest card kept every acknowledged write."""
+    with EmulatedCard(spec("honest")) as card:
+        opts = _opts(tmp_path)
+        writing = threading.Event()
+        opts.events = lambda name, details: writing.set() if name == "cycle" else None
+        threading.Thread(target=lambda: (writing.wait(30), time.sleep(0.5), _thread.interrupt_main()),
+                         daemon=True).start()
+        with pytest.raises(Interrupted) as e:
+            run_pulltest(_target(card), opts)
+        assert e.value.message.startswith("interrupted while writing (cycle 1, ")
+        doc = resume_pulltest(_target(card), _opts(tmp_path))
+    (pull,) = doc["pulls"]
+    assert pull["acknowledged"] > 0 and (pull["lost"], pull["torn"]) == (0, 0) and doc["verdict"] == "keeps"

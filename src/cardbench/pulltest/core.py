@@ -300,6 +300,11 @@ class PullTest:
                     break
                 self._ack([rec])
                 acked += 1
+        except KeyboardInterrupt:
+            self.log.sync()
+            raise Interrupted(f"interrupted while writing (cycle {cycle}, {acked} writes acknowledged); the log "
+                              f"is kept ({shown(str(self.log.path))}): `cardbench pulltest DEVICE --resume` "
+                              "verifies what the card kept") from None
         finally:
             if timer is not None:
                 timer.cancel()
