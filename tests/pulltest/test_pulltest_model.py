@@ -88,3 +88,7 @@ def test_answers_in_words():
                pulls=[{"lost": 1, "torn": 0, "old_damaged": 0}] * 3 + [{"lost": 0, "torn": 0, "old_damaged": 0}] * 7)
     assert answer(doc) == ("Loses acknowledged writes: 37 of 1,204 (up to 1.9 s old, median 0.4 s) in 3 of 10 "
                            "pulls; a flush does not make data durable on this card")
+
+    doc["kernel"] = {"write_cache": "write through", "flush_sent": False}
+    assert answer(doc).endswith("in 3 of 10 pulls; an acknowledged write is not durable on this card (the kernel "
+                                'sends it no flush: write cache "write through")')

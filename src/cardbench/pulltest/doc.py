@@ -128,7 +128,9 @@ def answer(doc: dict[str, Any]) -> str:
         parts.append(f"Loses acknowledged writes: {_n(lost)} of {_n(ack)} (up to {max(ages):.1f} s old, median "
                      f"{statistics.median(ages):.1f} s) in {losing} of {pulls_word}"
                      + (f", {_n(doc['torn'])} of them torn" if doc["torn"] else "")
-                     + "; a flush does not make data durable on this card")
+                     + ("; an acknowledged write is not durable on this card (the kernel sends it no flush: "
+                        "write cache \"write through\")" if (doc.get("kernel") or {}).get("flush_sent") is False
+                        else "; a flush does not make data durable on this card"))
     if doc["old_damaged"]:
         damaged = sum(1 for p in pulls if p["old_damaged"])
         parts.append(("Damages old data" if not lost else "it also damages old data")
