@@ -32,8 +32,8 @@ import copy
 import uuid
 from typing import Any, Iterable
 
+from cardbench.kinds import PROBE_SCHEMA, SESSION_SCHEMA
 from cardbench.result import Card, Reader, now_iso
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA
 from cardbench.verdicts.readers import judge_shared
 
 FINDING_KEYS = ("kind", "direction", "ceiling_bytes_per_s", "confidence", "cards_at_ceiling", "evidence")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from cardbench import kinds
 from cardbench.cli import params
 from cardbench.cli.ui import error_line, said
 from cardbench.errors import UsageError
@@ -28,8 +29,8 @@ from cardbench.report.answer import render_run
 from cardbench.report.compare import compare as compare_groups
 from cardbench.report.compare import render_compare, resolve_group
 from cardbench.report.html import render_html
+from cardbench.report.records import render_records
 from cardbench.report.terminal import nothing_yet
-from cardbench.report.verify import render_verify
 from cardbench.result import Card
 from cardbench.share import destination, share_items, share_options
 from cardbench.store.export import collect, counts, import_records, to_json
@@ -57,8 +58,8 @@ NO_MATCH = "No stored result matches these filters: `cardbench results` without 
 
 
 def _none_stored(store) -> bool:
-    """Whether the store holds no result and no verify verdict at all."""
-    return not store.results(limit=1) and not store.verify_results()
+    """Whether the store holds no result and no record of a listed kind at all."""
+    return not store.results(limit=1) and not any(store.records(k.name) for k in kinds.kinds() if k.listed)
 
 
 def _unit(mib: bool) -> str:
@@ -84,7 +85,8 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
                                                        "then its row and verdicts).")
 @click.option("-v", "--verbose", is_flag=True, hidden=True, help="Accepted for symmetry with run (--id is verbose).")
 def results(db, card, reader, since, until, test_name, complete, sort, out, mib, run_id, verbose):
-    """List stored results as the drawer table: one row per run, then verify verdicts."""
+    """List stored results as the drawer table: one row per run, then verify verdicts and the
+    other records (one line each); --json: every kind of record (cardbench.export/2)."""
 
     with params.open_to_read(db) as store:
         if run_id:
@@ -95,11 +97,12 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
                                    complete=complete, sort=sort))
         else:
             found = _query(store, card, reader, since, until, test_name, complete, sort)
-            verify_docs = store.verify_results(card=card, reader=reader, since=since, until=until) \
-                if out.fmt in ("table", "md") else []
+            # below the runs, the records of every kind listed (cardbench.kinds), each kind its table
+            listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
+                      for k in kinds.kinds() if k.listed] if out.fmt in ("table", "md") else []
             # a table of no rows says nothing: say what is missing instead (csv keeps its header row)
             nothing = None
-            if out.fmt in ("table", "md") and not found and not verify_docs:
+            if out.fmt in ("table", "md") and not found and not any(docs for _, docs in listed):
                 nothing = NO_RESULTS if _none_stored(store) else NO_MATCH
     if out.fmt == "json":
         out.echo(text, nl=False)
@@ -107,8 +110,9 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
         out.echo(nothing)
     else:
         out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
-    if out.fmt != "json" and verify_docs:
-        out.echo(render_verify(verify_docs, out.fmt, width=out.width), nl=False)
+        for k, docs in listed:
+            if docs:
+                out.echo(render_records(k, docs, out.fmt, width=out.width), nl=False)
     notice = waiting_notice(db)
     if notice and not out.quiet:    # on stderr: stdout stays one JSON document with --json
         error_line(notice)
@@ -215,8 +219,7 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
         # a cardbench export: every record as it was, in one transaction (all or nothing), not judged again
         location = import_records(rep.export, db, path=file)
         c = rep.export
-        out.echo(f"saved {counts({'results': c.results, 'verify': c.verify, 'probes': c.probes, 'sessions': c.sessions})}"
-                 f" to {location}")
+        out.echo(f"saved {counts(c.sections())} to {location}")
         shared = share_items(c.items())
         for w in shared.warnings(destination()[0]) if shared else []:
             error_line(f"warning: {w}")

@@ -38,6 +38,7 @@ import json
 import os
 from pathlib import Path
 
+from cardbench import kinds
 from cardbench.errors import UsageError
 from cardbench.fiojson import load_fio_json
 from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
@@ -110,7 +111,7 @@ def _sniffers():
 
 def _json_kind(doc) -> str:
     if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(
-            ("cardbench.result", "cardbench.export/", "cardbench.verify/", "cardbench.probe/", "cardbench.session/")):
+            ("cardbench.result", "cardbench.export/", *(k.family for k in kinds.kinds()))):
         return "cardbench"
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and d.get("schema") == RESULT_SCHEMA for d in doc):
         return "cardbench"
@@ -126,7 +127,8 @@ def import_cardbench(doc, *, path: str) -> ImportReport:
     verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
     contents = read_export(doc, path=path, result_problem=shape_problem)
     report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
-                          documents=[*contents.probes, *contents.sessions])
+                          documents=[it for it in contents.items() if isinstance(it, dict)
+                                     and it.get("schema") != kinds.VERIFY_SCHEMA])
     report.export = contents
     return report
 
