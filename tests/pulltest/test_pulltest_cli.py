@@ -27,6 +27,8 @@ def _env(tmp_path) -> dict:
     env.pop("CARDBENCH_DEBUG", None)
     env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["XDG_STATE_HOME"] = str(tmp_path / "state")   # the host's log goes here
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")     # and the store
+    env.pop("CARDBENCH_DB", None)
     return env
 
 
@@ -68,6 +70,14 @@ def test_json_document_of_a_liar(tmp_path):
     assert doc["kernel"]["write_cache"] == "write back" and doc["kernel"]["flush_sent"] is True
     assert doc["card"] is not None and doc["device"].startswith("/dev/loop")
     assert doc["answer"].startswith(f"Loses acknowledged writes: {pull['lost'] + pull['torn']:,} of ")
+    # stored as a record of kind pulltest: listed by `cardbench results`, exported in its own list
+    r = subprocess.run([sys.executable, "-m", "cardbench", "results"], capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=60)
+    assert "pull test results (1)" in r.stdout and "pulltest: LOSES: Loses acknowledged writes: " in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cardbench", "results", "--json"], capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=60)
+    (stored,) = json.loads(r.stdout)["pulltest"]
+    assert stored["id"] == doc["id"] and stored["pulls"] == doc["pulls"]
 
 
 def test_refused_without_confirmation(tmp_path):

@@ -10,9 +10,12 @@ import json
 import click
 
 from cardbench.cli import params
+from cardbench.cli.ui import said
 from cardbench.devices.safety import confirm_destructive
-from cardbench.errors import DeviceFault, UsageError
+from cardbench.errors import DeviceFault
+from cardbench.measured import keep_measured
 from cardbench.pulltest import MIXES, PowerSwitch, PullOptions, resume_pulltest, run_pulltest
+from cardbench.record import check_store
 from cardbench.target import open_target
 
 
@@ -42,7 +45,9 @@ from cardbench.target import open_target
                    "a prompt. See `cardbench list`.")
 @params.output_options(("table", "json"), format_help="table: the answer in words and a line per pull; json: "
                                                        "the cardbench.pulltest/1 document.")
-def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, confirm_value, out):
+@params.db_option
+@click.option("--no-save", is_flag=True, help="Do not store the result.")
+def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, confirm_value, out, db, no_save):
     """Does the card keep what it acknowledged? Pull it out while it writes (destroys its data).
 
     Writes numbered records (each flushed, each logged on this host before and after), asks you to
@@ -56,32 +61,47 @@ def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, 
                        say=lambda line: out.note(line, with_json=True),
                        extra={"power_cut": power_cut} if power_cut else {})
     opts.validate()
+    if not no_save:
+        check_store(db)
     if resume:
         if confirm_value is not None and not out.quiet:
             out.note("--resume writes only to the card its log names; --confirm is not needed")
-        doc = resume_pulltest(target, opts, cycles=cycles if cycles > 1 else None)
+
+        def measure() -> dict:
+            return resume_pulltest(target, opts, cycles=cycles if cycles > 1 else None)
     else:
         confirm_destructive(target.block_device(), confirm_value,
                             will="a pull test writes all over it: EVERYTHING ON IT WILL BE DESTROYED")
-        doc = run_pulltest(target, opts)
+
+        def measure() -> dict:
+            return run_pulltest(target, opts)
+
+    # stored (else kept in the outbox) and shown; a Ctrl-C once it is over waits for both
+    kept = keep_measured(measure, db=db, save=not no_save, show=lambda doc: _show(out, doc))
+    doc, rec = kept.item, kept.recorded
+    if doc.get("error"):
+        fault = DeviceFault(doc["error"])
+        fault.recorded = rec
+        raise fault
+    if rec is not None:
+        said(rec, saved_line=not (out.json or out.quiet))
+
+
+def _show(out, doc: dict) -> None:
     if out.json:
         out.echo(json.dumps(doc, indent=2))
-    else:
-        out.echo(doc["answer"])
-        for p in doc["pulls"]:
-            ages = p["lost_ages_s"]
-            out.echo(f"  pull {p['cycle']}: {p['acknowledged']:,} acknowledged: {p['intact']:,} intact, "
-                     f"{p['lost']:,} lost, {p['torn']:,} torn; {p['in_flight']} in flight"
-                     + (f" ({p['in_flight_torn']} torn)" if p["in_flight_torn"] else "")
-                     + (f"; old data damaged: {p['old_damaged']:,}" if p["old_damaged"] else "")
-                     + (f"; lost writes acknowledged {min(ages):.2f}-{max(ages):.2f} s before the pull"
-                        if ages else ""))
-        kernel = doc.get("kernel") or {}
-        if kernel.get("flush_sent") is False:
-            out.echo("  note: the kernel sends this card no flush (write_cache: write through"
-                     + (f", {kernel['cache_type']}" if kernel.get("cache_type") else "")
-                     + "): a write's completion is its only promise")
-    if doc.get("error"):
-        raise DeviceFault(doc["error"])
-    if doc["verdict"] == "inconclusive" and not doc["pulls"]:
-        raise UsageError("no pull was verified")
+        return
+    out.echo(doc["answer"])
+    for p in doc["pulls"]:
+        ages = p["lost_ages_s"]
+        out.echo(f"  pull {p['cycle']}: {p['acknowledged']:,} acknowledged: {p['intact']:,} intact, "
+                 f"{p['lost']:,} lost, {p['torn']:,} torn; {p['in_flight']} in flight"
+                 + (f" ({p['in_flight_torn']} torn)" if p["in_flight_torn"] else "")
+                 + (f"; old data damaged: {p['old_damaged']:,}" if p["old_damaged"] else "")
+                 + (f"; lost writes acknowledged {min(ages):.2f}-{max(ages):.2f} s before the pull"
+                    if ages else ""))
+    kernel = doc.get("kernel") or {}
+    if kernel.get("flush_sent") is False:
+        out.echo("  note: the kernel sends this card no flush (write_cache: write through"
+                 + (f", {kernel['cache_type']}" if kernel.get("cache_type") else "")
+                 + "): a write's completion is its only promise")

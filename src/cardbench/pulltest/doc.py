@@ -26,17 +26,11 @@ from typing import Any
 
 from cardbench import __version__
 from cardbench.devices.identity import identify
+from cardbench.kinds.pulltest import COUNTS, SCHEMA
 from cardbench.pulltest.hostlog import State
 from cardbench.result import Card, Reader, host_info, now_iso
 
-SCHEMA = "cardbench.pulltest/1"
 VERDICTS = ("keeps", "loses", "inconclusive")
-COUNTS = ("acknowledged", "intact", "lost", "torn", "in_flight", "in_flight_torn", "old_damaged")
-#: the fields a store and reports read, and their types (cardbench.kinds.shapes.fields_problem's
-#: form): what a record kind declaration of ``cardbench.pulltest/1`` checks
-FIELDS = (("verdict", "text"), ("answer", "text"), ("card_uuid", "text"), ("device", "text"), ("error", "text"),
-          ("complete", "flag"), ("kernel", "object"), ("method", "object"),
-          *((k, "number") for k in COUNTS))
 
 
 def _judge(blocks: list[int | None], new: int, older: set[int]) -> str:
@@ -137,11 +131,6 @@ def answer(doc: dict[str, Any]) -> str:
                      + f": {_n(doc['old_damaged'])} records written before the pull read back wrong "
                        f"in {damaged} of {pulls_word}")
     return "; ".join(parts)
-
-
-def summary(doc: dict[str, Any]) -> str:
-    """One line for a stored pull test (a record kind's ``summary``)."""
-    return f"pulltest: {str(doc.get('verdict') or '?').upper()}: {doc.get('answer') or ''}".rstrip(": ")
 
 
 def build_doc(state: State, target, *, error: str | None = None) -> dict[str, Any]:
