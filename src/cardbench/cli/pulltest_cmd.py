@@ -20,10 +20,10 @@ from cardbench.target import open_target
 
 
 @click.command("pulltest", epilog=params.examples(
-    "cardbench pulltest /dev/sdb                        # pull it out when asked, once",
+    "cardbench pulltest /dev/sdb                # pull it out when asked",
     "cardbench pulltest /dev/sdb --cycles 10 --after 5s",
-    "cardbench pulltest /dev/sdb --cycles 20 --power-cut 1-1:2 --no-prompt --confirm SERIAL",
-    "cardbench pulltest /dev/sdc --resume               # verify a pull the log kept"))
+    "cardbench pulltest /dev/sdb --cycles 20 --power-cut 1-1:2 --no-prompt",
+    "cardbench pulltest /dev/sdc --resume       # verify what the log kept"))
 @click.argument("device")
 @click.option("--cycles", type=click.IntRange(min=1), default=1, show_default=True,
               help="Pulls to make: write, pull, find the card again, verify.")
