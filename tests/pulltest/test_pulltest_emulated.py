@@ -13,7 +13,7 @@ import pytest
 
 from cardbench.emulate import EmulatedCard, EmulatedReader
 from cardbench.engine.data import DataFile
-from cardbench.errors import Interrupted, SafetyRefusal
+from cardbench.errors import Interrupted, SafetyRefusal, TargetError
 from cardbench.pulltest import HostLogError, PullOptions, resume_pulltest, run_pulltest
 from cardbench.pulltest.hostlog import read_log
 from cardbench.target import open_target
@@ -33,7 +33,8 @@ def _opts(tmp_path, puller=None, **kw) -> PullOptions:
     lines: list[str] = []
     kw.setdefault("layout", layout())
     kw.setdefault("mix", "small")
-    opts = PullOptions(prompt=False, timeout=60, log_dir=str(tmp_path / "log"), say=lines.append,
+    kw.setdefault("timeout", 60)
+    opts = PullOptions(prompt=False, log_dir=str(tmp_path / "log"), say=lines.append,
                        events=puller.events if puller else None, **kw)
     opts.lines = lines  # type: ignore[attr-defined]
     return opts
@@ -263,3 +264,14 @@ def test_ctrl_c_while_writing_then_resume_judges_up_to_there(tmp_path):
         doc = resume_pulltest(_target(card), _opts(tmp_path))
     (pull,) = doc["pulls"]
     assert pull["acknowledged"] > 0 and (pull["lost"], pull["torn"]) == (0, 0) and doc["verdict"] == "keeps"
+
+
+def test_card_not_back_within_the_timeout(tmp_path):
+    with EmulatedCard(spec("honest")) as card:
+        puller = Puller(card, drain=1 * MB, after=0.3, back=False)
+        with pytest.raises(TargetError) as e:
+            run_pulltest(_target(card), _opts(tmp_path, puller, timeout=1.5))
+    assert "\n" not in e.value.message
+    assert e.value.message.startswith("the card did not come back within 1.5 s; the log is kept (")
+    (log,) = (tmp_path / "log").iterdir()
+    assert [x["e"] for x in read_log(log)][-1] == "pull"
