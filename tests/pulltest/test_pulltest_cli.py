@@ -98,8 +98,9 @@ def test_power_cut_on_a_hub_uhubctl_cannot_switch(tmp_path):
                             "--after", "0", "--no-prompt", "--confirm", str(SIZE)],
                            capture_output=True, text=True, env=_env(tmp_path), stdin=subprocess.DEVNULL, timeout=60)
     assert r.returncode == 2, r.stderr
-    (line,) = r.stderr.strip().splitlines()
+    *notes, line = r.stderr.strip().splitlines()     # the setup's note, then the one line
     assert line.startswith("cardbench: uhubctl could not switch off port 2 of hub 1-1: ")
+    assert all(n.startswith("Set up: ") for n in notes) and "Traceback" not in r.stderr
 
 
 def test_ctrl_c_while_waiting_then_resume(tmp_path):
@@ -156,5 +157,8 @@ def test_by_hand_on_a_named_emulated_card(tmp_path):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert out.startswith("Loses acknowledged writes: ")
+        # what a person sees as it goes, on stderr
+        assert "Set up: " in err and "The card went away (cycle 1, " in err and "It is back as /dev/loop" in err
+        assert "\npull 1: " in err
     finally:
         cb("emulate", "stop", "pt")

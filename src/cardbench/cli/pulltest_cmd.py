@@ -59,6 +59,7 @@ def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, 
     opts = PullOptions(cycles=cycles, after=after, prompt=not no_prompt, timeout=timeout, mix=mix,
                        cut=switch.cut if switch else None, restore=switch.restore if switch else None,
                        say=lambda line: out.note(line, with_json=True),
+                       events=lambda name, details: _progress(out, name, details),
                        extra={"power_cut": power_cut} if power_cut else {})
     opts.validate()
     if not no_save:
@@ -93,15 +94,30 @@ def _show(out, doc: dict) -> None:
         return
     out.echo(doc["answer"])
     for p in doc["pulls"]:
-        ages = p["lost_ages_s"]
-        out.echo(f"  pull {p['cycle']}: {p['acknowledged']:,} acknowledged: {p['intact']:,} intact, "
-                 f"{p['lost']:,} lost, {p['torn']:,} torn; {p['in_flight']} in flight"
-                 + (f" ({p['in_flight_torn']} torn)" if p["in_flight_torn"] else "")
-                 + (f"; old data damaged: {p['old_damaged']:,}" if p["old_damaged"] else "")
-                 + (f"; lost writes acknowledged {min(ages):.2f}-{max(ages):.2f} s before the pull"
-                    if ages else ""))
+        out.echo("  " + _pull_line(p))
     kernel = doc.get("kernel") or {}
     if kernel.get("flush_sent") is False:
         out.echo("  note: the kernel sends this card no flush (write_cache: write through"
                  + (f", {kernel['cache_type']}" if kernel.get("cache_type") else "")
                  + "): a write's completion is its only promise")
+
+
+def _pull_line(p: dict) -> str:
+    ages = p["lost_ages_s"]
+    return (f"pull {p['cycle']}: {p['acknowledged']:,} acknowledged: {p['intact']:,} intact, {p['lost']:,} lost, "
+            f"{p['torn']:,} torn; {p['in_flight']} in flight"
+            + (f" ({p['in_flight_torn']} torn)" if p["in_flight_torn"] else "")
+            + (f"; old data damaged: {p['old_damaged']:,}" if p["old_damaged"] else "")
+            + (f"; lost writes acknowledged {min(ages):.2f}-{max(ages):.2f} s before the pull" if ages else ""))
+
+
+def _progress(out, name: str, details: dict) -> None:
+    """Lines on stderr as the test goes (not with --json or --quiet)."""
+    if name == "setup":
+        out.note(f"Set up: {details['records']:,} records written, flushed and read back.")
+    elif name == "pulled":
+        out.note(f"The card went away (cycle {details['cycle']}, {details['acknowledged']:,} writes acknowledged).")
+    elif name == "back":
+        out.note(f"It is back as {details['device']}; reading it.")
+    elif name == "verified":
+        out.note(_pull_line(details["result"]))
