@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import tempfile
 import time
 
 ROOT = os.geteuid() == 0
+#: this checkout's src/ (the cardbench the tests run)
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -217,17 +220,74 @@ def emulators_under(directory: str | os.PathLike):
     assert emulator_leftovers(directory) == [], "emulator leftovers (loop devices, mounts or servers)"
 
 
+def _enterable_by_all(path: str) -> bool:
+    """Every folder from / down to ``path`` can be entered by any user (o+x)."""
+    p = os.path.realpath(path)
+    while True:
+        if not os.stat(p).st_mode & 0o001:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+def shared_tmp() -> str:
+    """A temp folder any user can reach: $TMPDIR when it can be, else /tmp, /var/tmp or /dev/shm."""
+    for d in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(d) and _enterable_by_all(d):
+            return d
+    raise RuntimeError("no temp folder that any user can enter (/tmp is not)")
+
+
+def readable_copy(dest: str) -> str:
+    """Copy this checkout's cardbench into ``dest`` (a new folder), compiled, readable and
+    importable by any user; returns ``dest``, the folder to put on PYTHONPATH. Why: the checkout
+    may lie under a folder only root can enter (a clone in a `mktemp -d` folder, a root-only
+    home), and another user could not import it from there (seen: "No module named cardbench" in
+    every test run as another user)."""
+    shutil.copytree(os.path.join(SRC, "cardbench"), os.path.join(dest, "cardbench"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # compiled here: the other user cannot write its __pycache__ and would compile every module
+    # on every command
+    subprocess.run([sys.executable, "-m", "compileall", "-q", dest], check=True, capture_output=True)
+    os.chmod(dest, 0o755)
+    for dirpath, dirnames, filenames in os.walk(dest):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    return dest
+
+
+@contextlib.contextmanager
+def readable_source():
+    """readable_copy() in a temp folder any user can reach, removed afterwards; yields the folder
+    to put on PYTHONPATH."""
+    top = tempfile.mkdtemp(prefix="cardbench-test-src-", dir=shared_tmp())
+    try:
+        os.chmod(top, 0o755)
+        yield readable_copy(os.path.join(top, "src"))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+#: where unprivileged_user() puts its readable copy of the source (readable_source), in the home
+SOURCE_IN_HOME = ".cardbench-test-src"
+
+
 @contextlib.contextmanager
 def unprivileged_user():
-    """A fresh desktop-like user (unique name, own home under the temp dir), removed afterwards
-    whatever happens. Yields (name, uid, gid, home)."""
+    """A fresh desktop-like user (unique name, own home under a temp dir any user can reach, a
+    readable copy of this checkout's source in it, SOURCE_IN_HOME), removed afterwards whatever
+    happens. Yields (name, uid, gid, home)."""
     import pwd
     import uuid
     name = f"cbt{uuid.uuid4().hex[:10]}"
-    home = tempfile.mkdtemp(prefix=f"cardbench-test-home-{name}-")
+    home = tempfile.mkdtemp(prefix=f"cardbench-test-home-{name}-", dir=shared_tmp())
     os.chmod(home, 0o755)
     created = False
     try:
+        readable_copy(os.path.join(home, SOURCE_IN_HOME))       # root's, read-only to the user
         sh("useradd", "--no-create-home", "--home-dir", home, "--shell", "/bin/sh", "--user-group", name)
         created = True
         pw = pwd.getpwnam(name)
@@ -264,8 +324,10 @@ exec runuser -u "$CB_USER" -- env -i HOME="$CB_HOME" USER="$CB_USER" LOGNAME="$C
 
 
 def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """The real command line as ``user`` (see _AS_USER), this checkout's src/ first on the path."""
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    """The real command line as ``user`` (see _AS_USER), from the readable copy of this
+    checkout's source that unprivileged_user() put in ``home``."""
+    src = os.path.join(home, SOURCE_IN_HOME)
+    assert os.path.isdir(os.path.join(src, "cardbench")), f"no copy of the source in {home} (unprivileged_user)"
     py = os.path.realpath(sys.executable)
     pyroot = sys.base_prefix if os.path.realpath(sys.base_prefix).startswith("/root/") else None
     env = dict(os.environ, CB_USER=user, CB_HOME=home, CB_SRC=src, CB_PYTHON=py, CB_PYROOT=pyroot or "/nonexistent")
@@ -278,7 +340,7 @@ def run_cli_as(user: str, home: str, *args: str, timeout: float = 300) -> subpro
     # its own session: runuser forks the command, so a timeout must end the whole group (seen: a
     # drawer left running as a test user for half an hour, and the user never removed)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, cwd="/")      # the checkout may be root's alone
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

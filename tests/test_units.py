@@ -79,3 +79,42 @@ def test_parse_duration_and_zero():
         assert parse_duration(zero, zero=True) == 0
     with pytest.raises(UnitError):
         parse_duration("-1s", zero=True)
+
+
+# -- the one checked reading of a number from outside (importers, JSON documents) ---------------
+
+@pytest.mark.parametrize("value, expected", [
+    ("41.2", 41.2), (" 7 ", 7.0), ("4,9", 4.9), (".5", 0.5), ("5.", 5.0), ("+3", 3.0), ("1e3", 1000.0),
+    (12, 12.0), (2.5, 2.5), ("9223372036854775807", float(2**63 - 1)),
+])
+def test_parse_number_reads_one_decimal_number(value, expected):
+    from cardbench.units import parse_number
+    assert parse_number(value, "line 1, avg") == expected
+
+
+@pytest.mark.parametrize("value, said", [
+    ("10.044.47", "got '10.044.47'"), ("1..2", "got '1..2'"), ("0x10", "got '0x10'"), ("nan", "got 'nan'"),
+    ("inf", "got 'inf'"), ("1e400", "(not finite)"), ("", "got ''"), ("-1", "(negative)"), ("1_000", "got '1_000'"),
+    ("\u0661", "got '\u0661'"), (float("nan"), "got nan (not finite)"), (float("inf"), "(not finite)"),
+    (2**64, "(beyond a 64-bit integer)"), ("99999999999999999999", "(beyond a 64-bit integer)"),
+    (True, "got True"), ([1], "got a list"), ({"a": 1}, "got an object"), (None, "got None"),
+])
+def test_parse_number_refuses_in_one_line_naming_field_and_expectation(value, said):
+    from cardbench.units import parse_number
+    with pytest.raises(UnitError) as e:
+        parse_number(value, "line 3, lat avg", expected="a latency")
+    assert str(e.value).startswith("line 3, lat avg: expected a latency, got ") and said in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_parse_count_and_the_json_numbers_of_a_document():
+    from cardbench.units import check_json_numbers, parse_count
+    assert parse_count("12", "n") == 12 and parse_count(12.0, "n") == 12 and parse_count(-3, "n", negative=True) == -3
+    for bad in ("1.5", 1e19, "12k"):
+        with pytest.raises(UnitError, match="expected a whole number"):
+            parse_count(bad, "n")
+    check_json_numbers({"a": [1, 2.5, -3, None, True, "nan"], "b": {"c": 2**63 - 1}})
+    with pytest.raises(UnitError, match=r"^results\[1\]\.runs\[0\]\.bytes: expected a number, got inf"):
+        check_json_numbers({"results": [{}, {"runs": [{"bytes": float("inf")}]}]})
+    with pytest.raises(UnitError, match=r"^\[0\]: expected a number, got 18446744073709551616"):
+        check_json_numbers([2**64])

@@ -29,7 +29,7 @@ from typing import Any
 
 from cardbench.errors import DeviceFault
 from cardbench.result import Run
-from cardbench.units import KiB
+from cardbench.units import KiB, UnitError, parse_count, parse_number
 
 SIDES = ("read", "write", "trim", "mixed")
 
@@ -110,13 +110,18 @@ def _num(obj: dict, key: str, where: str, *, required: bool = True) -> float | N
         if required:
             raise FioJsonError(f"{where}: no '{key}'")
         return None
-    v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            raise FioJsonError(f"{where}.{key}: {v!r} is not a number") from None
-    return float(v)
+    try:
+        return parse_number(obj[key], f"{where}.{key}", negative=True)
+    except UnitError as e:
+        raise FioJsonError(str(e)) from None
+
+
+def _count(n: int, where: str) -> int:
+    """A count of bytes or I/Os within a store's 64-bit integers (units.parse_count)."""
+    try:
+        return parse_count(n, where, expected="a count within 64 bits")
+    except UnitError as e:
+        raise FioJsonError(str(e)) from None
 
 
 def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
@@ -129,8 +134,8 @@ def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
         raise FioJsonError(f"{where}.percentile: not an object")
     for key, value in pct.items():
         try:
-            p = float(key)
-        except ValueError:
+            p = parse_number(key, f"{where}.percentile")
+        except UnitError:
             continue
         if p <= 0:           # unused slots: "0.00": 0
             continue
@@ -185,8 +190,8 @@ def fio_sides(doc: dict) -> FioDoc:
             ops = _num(s, "total_ios", w, required=False)
             out.sides.append(FioSide(
                 job_index=n, jobname=jobname, side=side,
-                io_bytes=int(io) * (KiB if kib_io else 1), runtime_s=runtime_ms / 1000.0,
-                ops=int(ops) if ops is not None else None,
+                io_bytes=_count(int(io) * (KiB if kib_io else 1), f"{w}.io_bytes"), runtime_s=runtime_ms / 1000.0,
+                ops=_count(int(ops), f"{w}.total_ios") if ops is not None else None,
                 bw_kib_s=_num(s, "bw", w, required=False), bw_bytes=_num(s, "bw_bytes", w, required=False),
                 iops=_num(s, "iops", w, required=False),
                 clat_s=_latency(s.get("clat" + suffix), lat_scale, f"{w}.clat{suffix}"),
@@ -241,8 +246,8 @@ def fio_run(doc: str | bytes | dict, rw: str | None = None, *, percentiles=None)
         "clat_mean_s": (main.clat_s or {}).get("mean"),
     }
     jobs = [j for j in d["jobs"] if isinstance(j, dict)]
-    usr = sum(float(j.get("usr_cpu", 0.0)) for j in jobs)
-    sys_ = sum(float(j.get("sys_cpu", 0.0)) for j in jobs)
+    usr = sum(_num(j, "usr_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
+    sys_ = sum(_num(j, "sys_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
     extra["cpu_s"] = (usr + sys_) / 100.0 * runtime_s   # fio's own CPU time (user + system)
     if main.slat_mean_s is not None:
         extra["slat_mean_s"] = main.slat_mean_s

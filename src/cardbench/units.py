@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -41,6 +42,99 @@ _SIZE_RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[a-zA-Z]*)\s*$")
 
 def _number(text: str) -> float:
     return float(text.replace(",", "."))
+
+
+#: the largest whole number a store (SQLite's and PostgreSQL's INTEGER) holds
+INT64_MAX = (1 << 63) - 1
+_DECIMAL_RE = re.compile(r"^\s*(?P<sign>[+-]?)(?P<num>[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)(?P<exp>[eE][+-]?[0-9]+)?\s*$")
+
+
+def parse_number(value: object, where: str, *, expected: str = "a number", negative: bool = False,
+                 exponent: bool = True) -> float:
+    """The one checked reading of a number from outside: a figure an importer reads from a
+    file's text ("41.2", "4,9" with a decimal comma, "1e3"), or a number of a JSON document
+    (an int or float; a number in a string too, as fio writes some). Raises UnitError, one line
+    naming ``where`` (the file's line or key and the field) and ``expected``: for text that is
+    not one decimal number ("10.044.47", "0x10", "nan"), a value that is not a number (true, a
+    list), a non-finite one (NaN, Infinity, 1e400), a whole number beyond 64 bits, or a negative
+    one (unless ``negative``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UnitError(f"{where}: expected {expected}, got {_shown(value)}")
+    if isinstance(value, int):
+        if abs(value) > INT64_MAX:
+            raise UnitError(f"{where}: expected {expected}, got {_shown(value)} (beyond a 64-bit integer)")
+        number = float(value)
+    elif isinstance(value, float):
+        number = value
+    else:
+        m = _DECIMAL_RE.match(value)
+        if not m or (m.group("exp") and not exponent):
+            raise UnitError(f"{where}: expected {expected}, got {_shown(value)}")
+        num, exp = m.group("num").replace(",", "."), m.group("exp")
+        number = float(m.group("sign") + num + (exp or ""))
+        if not exp and abs(number) >= 9e18 and int(num.split(".")[0] or 0) > INT64_MAX:
+            raise UnitError(f"{where}: expected {expected}, got {_shown(value)} (beyond a 64-bit integer)")
+    if not math.isfinite(number):
+        raise UnitError(f"{where}: expected {expected}, got {_shown(value)} (not finite)")
+    if number < 0 and not negative:
+        raise UnitError(f"{where}: expected {expected}, got {_shown(value)} (negative)")
+    return number
+
+
+def parse_count(value: object, where: str, *, expected: str = "a whole number", negative: bool = False) -> int:
+    """A whole number (a count of bytes, sectors, I/Os) read as :func:`parse_number` reads it:
+    its text has no fraction ("12" or "12.0"), it fits a store's 64-bit integer."""
+    number = parse_number(value, where, expected=expected, negative=negative)
+    if number != int(number):
+        raise UnitError(f"{where}: expected {expected}, got {_shown(value)}")
+    if abs(number) > INT64_MAX:
+        raise UnitError(f"{where}: expected {expected}, got {_shown(value)} (beyond a 64-bit integer)")
+    return value if isinstance(value, int) else int(number)
+
+
+def check_json_numbers(doc: object, where: str = "") -> None:
+    """Every number of a JSON document as :func:`parse_number` reads it (negative allowed): finite
+    (no NaN or Infinity, which Python's json reads), a whole one within 64 bits. UnitError naming
+    the first that is not by its key path ("verify[0].usable_bytes")."""
+    try:
+        bad = _first_bad_number(doc)
+    except RecursionError:
+        raise UnitError(f"{where or 'the document'}: nested deeper than cardbench reads") from None
+    if bad is not None:
+        value, path = bad
+        parse_number(value, ".".join(path).replace(".[", "[") or where or "the document", negative=True)
+
+
+def _first_bad_number(node: object) -> tuple[object, list[str]] | None:
+    """The first number of ``node`` parse_number would refuse, and its key path; None when none.
+    Quick on the whole (an export holds hundreds of numbers a record): the path is only built for
+    the one found."""
+    if isinstance(node, float):
+        return None if math.isfinite(node) else (node, [])
+    if isinstance(node, int):
+        return None if isinstance(node, bool) or -INT64_MAX <= node <= INT64_MAX else (node, [])
+    items: Iterable[tuple[object, object]]
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(node))
+    else:
+        return None
+    for k, v in items:
+        if isinstance(v, (dict, list, float, int)):
+            found = _first_bad_number(v)
+            if found is not None:
+                found[1].insert(0, str(k))
+                return found
+    return None
+
+
+def _shown(value: object) -> str:
+    """A value in a message: short, on one line."""
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_size(text: str | int, *, minimum: int = 1) -> int:

@@ -26,7 +26,7 @@ from cardbench.devices.ata import (
 )
 from cardbench.errors import CardbenchError
 from devices_helpers import HERE, needs_loop
-from realparts import call_cli, can_emulate, emulators_under, stop_process
+from realparts import call_cli, can_emulate, emulators_under, readable_source, stop_process
 
 DUMPS = os.path.join(HERE, "fixtures", "identify")
 HDPARM = shutil.which("hdparm")
@@ -243,9 +243,10 @@ def test_an_unprivileged_user_is_told_root_is_needed(loop):
     dev, _ = loop
     code = ("import json,os; from cardbench.devices.ata import read_identify; "
             f"p=read_identify({dev!r}); print(json.dumps(p.to_dict()))")
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(HERE)), "src"))
-    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", code],
-                          capture_output=True, text=True, timeout=60, env=env)
+    # from a copy any user can read: the checkout may lie under a folder only root can enter
+    with readable_source() as src:
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", code],
+                              capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=src), cwd="/")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "needs root" and "needs root" in doc["reason"]

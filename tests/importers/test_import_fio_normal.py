@@ -181,7 +181,7 @@ def test_truncated_or_mangled_output_is_one_line_or_what_is_there():
             assert "\n" not in str(e)
             continue
         assert rep.results and all(t.runs[0].bytes > 0 for t in rep.results[0].tests)
-    with pytest.raises(UsageError, match="issued I/O counts are not numbers"):
+    with pytest.raises(UsageError, match=r"mangled.txt: line \d+, issued I/O counts: expected a whole number, got .x."):
         import_text(_swap(text, "total=0,", "total=x,"), path="mangled.txt")
 
 

@@ -68,5 +68,5 @@ def test_a_mangled_terse_depth_field_is_one_line():
     f = lines[1].split(";")
     f[92] = "100.:0%"                  # field 93: the share of I/O at depth 1
     lines[1] = ";".join(f)
-    with pytest.raises(UsageError, match=r"line 2: field 93 \(I/O depth distribution\)"):
+    with pytest.raises(UsageError, match=r"line 2, field 93 \(I/O depth distribution\): expected a percentage, got '100\.:0'"):
         import_text("\n".join(lines))

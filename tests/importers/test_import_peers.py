@@ -376,7 +376,7 @@ def test_cli_import_says_the_convention_and_is_idempotent(tmp_path):
     ("/dev/sdb:\n Timing buffered disk reads: lots MB in 3 seconds\n", "line 2: an hdparm"),
     ("3;fio-3.33;job;0;0;100;200;300;400\n", "line 1: 9 fields"),
     ('{"fio version": "fio-3.33", "jobs": [{"jobname": "x", "read": {"io_bytes": "abc", "runtime": 5}}]}',
-     r"jobs\[0\]\.read\.io_bytes: 'abc' is not a number"),
+     r"jobs\[0\]\.read\.io_bytes: expected a number, got 'abc'"),
     ("F3 read 8.0\n        SECTORS      ok/corrupted/changed/overwritten\n"
      "Validating file 1.h2w ...   65280/        0/      0/      0\n", "no 'Data OK:' line"),
 ])
@@ -399,5 +399,10 @@ def test_a_figure_beyond_a_stores_integers_is_refused_in_one_line(tmp_path):
                tests=[TestResult("seq_write", {}, runs=[Run(2**64, 1.0)])])
     p = tmp_path / "export.json"
     p.write_text(json.dumps(r.to_dict()))
-    with pytest.raises(UsageError, match=r"bytes 1.84e\+19 is beyond any device"):
+    with pytest.raises(UsageError, match=r"tests\[0\]\.runs\[0\]\.bytes: expected a number, got "
+                                         r"18446744073709551616 \(beyond a 64-bit integer\); nothing imported"):
+        import_file(p)
+    r.tests[0].runs[0].bytes = 1.9e19      # a float: finite, a JSON number, but beyond any device
+    p.write_text(json.dumps(r.to_dict()))
+    with pytest.raises(UsageError, match=r"bytes 1.9e\+19 is beyond any device"):
         import_file(p)

@@ -71,6 +71,24 @@ def test_a_truncated_body_is_400(env):
     assert not count(db, r.id)
 
 
+@pytest.mark.parametrize("value, said", [(float("nan"), "got nan (not finite)"),
+                                         (float("inf"), "got inf (not finite)"),
+                                         (2**64, "(beyond a 64-bit integer)")])
+def test_a_number_that_is_not_finite_or_beyond_64_bits_is_400(env, value, said):
+    """NaN and Infinity (which Python's json reads) and a count beyond a store's integers: refused
+    in one line naming the key, nothing stored (issue 30, "Bad input")."""
+    client, db, toks = env
+    doc = make_result().to_dict()
+    doc["tests"][0]["runs"][0]["bytes"] = value
+    resp = post(client, None, toks["alpha"], raw=json.dumps(doc, allow_nan=True))
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert "tests[0].runs[0].bytes: expected a number" in error and said in error and "\n" not in error
+    assert not count(db, doc["id"])
+    deep = "[" * 100_000 + "]" * 100_000            # deeper than Python's json goes: 400, not 500
+    assert post(client, None, toks["alpha"], raw=deep).status_code == 400
+
+
 def test_a_body_over_the_limit_is_413(env):
     client, db, toks = env
     resp = post(client, None, toks["alpha"], raw=b"[" + b" " * (1 << 20) + b"]")

@@ -24,10 +24,14 @@ GOLDEN = Path(__file__).resolve().parent / "data" / "bulk_export.json"
 CARD_A = {"brand": "Lexar", "capacity_bytes": 48_000_000, "label": "4X", "serial": "A-1"}
 CARD_B = {"brand": "SanDisk", "capacity_bytes": 8_000_000_000, "label": "Ultra", "serial": "B-2", "name": "blue one"}
 READER = {"name": "quad reader", "vendor_id": "05e3", "product_id": "0749", "serial": "Q1"}
+#: the host a golden record names: fixed, so the golden export holds nothing of the machine that
+#: runs the test (its kernel release, hostname or Python would fail it on any other machine)
+HOST = {"hostname": "golden-host", "kernel": "0.0.0-golden", "machine": "x86_64", "python": "3.11.0"}
 
 
 def _r(i: int, **kw):
     kw.setdefault("serial", f"S-{i % 4}")
+    kw.setdefault("host", dict(HOST))
     return make_result(id=f"r{i:03d}", started_at=f"2024-0{1 + i % 9}-1{i % 10}T10:00:00+00:00", **kw)
 
 

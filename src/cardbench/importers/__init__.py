@@ -54,8 +54,9 @@ from cardbench.importers.fio import import_fio, import_terse
 from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
 from cardbench.importers.legacy_csv import import_csv
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card, shape_problem
+from cardbench.result import Card
 from cardbench.store.export import read_export
+from cardbench.units import UnitError, check_json_numbers
 
 RESULTS_SCHEMA = "cardbench.results/1"
 FORMATS = ("cardbench", "fio", "fio-terse", "fio-normal", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
@@ -75,7 +76,7 @@ def detect_format(text: str, *, path: str | None = None) -> str:
     if stripped.startswith(("{", "[")):
         try:
             doc = json.loads(text)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             if '"fio version"' in text[:4096]:
                 return "fio"            # fio's JSON with a note after it; a truncation is named there
             where = f"{path}: " if path else ""
@@ -125,7 +126,7 @@ def _json_kind(doc) -> str:
 def import_cardbench(doc, *, path: str) -> ImportReport:
     """An export (:func:`cardbench.store.export.read_export`): results in ``report.results``,
     verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
-    contents = read_export(doc, path=path, result_problem=shape_problem)
+    contents = read_export(doc, path=path)
     report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
                           documents=[it for it in contents.items() if isinstance(it, dict)
                                      and it.get("schema") != kinds.VERIFY_SCHEMA])
@@ -136,6 +137,20 @@ def import_cardbench(doc, *, path: str) -> ImportReport:
 def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file_size: int | str | None = None,
                 reader: str | None = None, card: Card | None = None) -> ImportReport:
     """Like import_file, on text already read."""
+    try:
+        return _import_text(text, path=path, fmt=fmt, file_size=file_size, reader=reader, card=card)
+    except UnitError as e:
+        # a figure that is not the number its field needs (units.parse_number, the one reading of
+        # every number an importer reads): its line or key and field, what was expected
+        raise UsageError(f"{path}: {e}; nothing imported") from None
+    except UsageError as e:
+        if str(e).startswith(f"{path}:"):
+            raise
+        raise UsageError(f"{path}: {e}") from None          # every refusal names its file
+
+
+def _import_text(text: str, *, path: str, fmt: str | None, file_size: int | str | None, reader: str | None,
+                 card: Card | None) -> ImportReport:
     forced = bool(fmt)
     fmt = _ALIASES.get(fmt, fmt) if fmt else detect_format(text, path=path)
     if fmt not in FORMATS:
@@ -144,7 +159,7 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
     if fmt in ("cardbench", "fio"):
         try:
             doc = json.loads(text) if fmt == "cardbench" else load_fio_json(text)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:       # RecursionError: nested deeper than Python goes
             if fmt == "fio" and not forced and is_fio_normal(text):
                 # --output-format=normal,json with a progress line inside the JSON: the normal
                 # output printed beside it carries the same run
@@ -153,12 +168,15 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
                                     "printed with it")
                 return report
             raise UsageError(f"{path}: not valid JSON: {e}; nothing imported") from None
-        if fmt == "cardbench":
+        if fmt == "cardbench":          # read_export checks its numbers
             if not isinstance(doc, (dict, list)):
                 raise UsageError(f"{path}: not a cardbench export")
             return import_cardbench(doc, path=path)
+        check_json_numbers(doc)         # NaN, Infinity, a count beyond 64 bits: refused, by key
         try:
             return import_fio(doc, path=path, digest=digest, card=card, reader=reader)
+        except UnitError:
+            raise                       # named in one line by import_text
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             # a field of the wrong type or shape: bad input in one line, not an internal error
             raise UsageError(f"{path}: fio JSON that cardbench cannot read ({type(e).__name__}: {e})") from None

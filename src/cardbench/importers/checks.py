@@ -28,13 +28,10 @@ exact counts they print.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import asdict, dataclass
 
-from cardbench.units import X_BYTES_PER_S
-
-_NUM_RE = re.compile(r"^[+]?(\d+(?:[.,]\d*)?|[.,]\d+)$")
+from cardbench.units import X_BYTES_PER_S, UnitError, parse_number
 
 
 @dataclass(frozen=True)
@@ -47,12 +44,26 @@ class Printed:
 
     @classmethod
     def parse(cls, text: str) -> "Printed | None":
+        """The figure ``text`` (units.parse_number's reading, no exponent), or None when it is not one."""
+        return cls.read(text, "figure") if cls.figure(text) else None
+
+    @classmethod
+    def read(cls, text: str, where: str, expected: str = "a decimal number") -> "Printed":
+        """The figure ``text``; UnitError naming ``where`` and ``expected`` when it is not one."""
         t = text.strip()
-        if not _NUM_RE.match(t):
-            return None
+        value = parse_number(t, where, expected=expected, exponent=False)
         t_norm = t.replace(",", ".")
         decimals = len(t_norm.split(".", 1)[1]) if "." in t_norm else 0
-        return cls(t, float(t_norm), 0.5 * 10.0 ** (-decimals))
+        return cls(t, value, 0.5 * 10.0 ** (-decimals))
+
+    @staticmethod
+    def figure(text: str) -> bool:
+        """Whether ``text`` is a printed figure (Printed.read would read it)."""
+        try:
+            parse_number(text, "figure", exponent=False)
+        except UnitError:
+            return False
+        return True
 
     @property
     def lo(self) -> float:

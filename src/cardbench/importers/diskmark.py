@@ -48,7 +48,7 @@ from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
-from cardbench.units import KiB, MiB
+from cardbench.units import KiB, MiB, parse_count, parse_number
 
 _NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 _KDM_LINE = re.compile(rf"^\s*(Sequential|Random)\s+(\d+)\s*(KiB|MiB)\s*\(Q=\s*(\d+),\s*T=\s*(\d+)\)\s*:\s*{_NUM}\s*MB/s"
@@ -76,16 +76,22 @@ def is_crystaldiskmark(text: str) -> bool:
     return "CrystalDiskMark" in head or "Crystal Dew World" in head
 
 
-def _f(text: str) -> Printed:
-    p = Printed.parse(text)
-    assert p is not None
-    return p
+def _f(text: str, where: str) -> Printed:
+    return Printed.read(text, where)
+
+
+def _row_numbers(n: int, size: str | None, unit: str | None, q: str | None, t: str) -> tuple[int | None, int, int]:
+    """Block size (bytes), queue depth and threads of result line ``n`` (units.parse_count)."""
+    w = f"line {n}"
+    bs = parse_count(size, f"{w}, block size") * (MiB if unit == "MiB" else KiB) if size else None
+    return bs, parse_count(q or 1, f"{w}, Q="), parse_count(t, f"{w}, T=")
 
 
 def _measure_seconds(text: str) -> tuple[float, str]:
     m = _MEASURE.search(text)
     if m:
-        return float(m.group(1)) * (60 if m.group(2).lower() == "min" else 1), "the measuring time printed"
+        seconds = parse_number(m.group(1), "measuring time")
+        return seconds * (60 if m.group(2).lower() == "min" else 1), "the measuring time printed"
     return 5.0, "5 s (not printed: CrystalDiskMark's fixed DiskSpd -d5)"
 
 
@@ -94,7 +100,7 @@ def _date(text: str) -> str | None:
         m = _DATE.match(line)
         if m:
             y, mo, d, h, mi, s = m.groups()
-            return f"{y}-{mo}-{d}T{int(h):02d}:{mi}:{s}"
+            return f"{y}-{mo}-{d}T{parse_count(h, 'Date, hour'):02d}:{mi}:{s}"
     return None
 
 
@@ -165,7 +171,7 @@ def _result_lines(text: str):
         s = _SECTION.match(line)
         if s:
             section = s.group(1).lower()
-            mix = int(s.group(2)) if s.group(2) else None
+            mix = parse_count(s.group(2), f"line {n}, mix read percent") if s.group(2) else None
         elif _RESULT_START.match(line):
             yield n, line, section, mix
 
@@ -189,8 +195,9 @@ def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = N
             raise bad_input(path, f"line {n}", "not a KDiskMark result line ('Sequential 1 MiB (Q= 8, T= 1): "
                                                "... MB/s [ ... IOPS] < ... us>') under [Read], [Write] or [Mix]")
         kind, size, unit, q, t, rate, iops, lat = lm.groups()
+        bs, qd, th = _row_numbers(n, size, unit, q, t)
         rows.append(_Row(n, line.strip(), kind == "Sequential", "mix" if section == "mix" else section,
-                         int(size) * (MiB if unit == "MiB" else KiB), int(q), int(t), _f(rate), _f(iops), _f(lat),
+                         bs, qd, th, _f(rate, f"line {n}, MB/s"), _f(iops, f"line {n}, IOPS"), _f(lat, f"line {n}, us"),
                          mix))
     _check_complete(path, text, rows, r"^\s*Profile\s*:", "'Profile:'")
     report = ImportReport(path=path, format="kdiskmark")
@@ -218,7 +225,7 @@ def _kdm_factor(version: str, rows: list[_Row]) -> tuple[float, str]:
     kib1024 = 1024.0 * KiB            # 1.4.x, 1.5.0: printed = fio KiB/s / 1024 (MiB/s)
     vm = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if vm:
-        v = tuple(int(x or 0) for x in vm.groups())
+        v = tuple(parse_count(x or 0, "version") for x in vm.groups())
         if v >= (1, 5, 1):
             return kib1000, (f"KDiskMark {version}: its MB/s is fio's KiB/s / 1000 (benchmark.cpp), so the true "
                              "rate is 1.024 x the printed figure (x 1,024,000 B/s)")
@@ -249,21 +256,21 @@ def import_crystaldiskmark(text: str, *, path: str, digest: str, card: Card | No
             if section is None:
                 raise bad_input(path, f"line {n}", "a result line before any [Read] / [Write] / [Mix] section")
             kind, size, unit, q, t, rate, iops, lat = nm.groups()
+            bs, qd, th = _row_numbers(n, size, unit, q, t)
             rows.append(_Row(n, line.strip(), kind in ("Sequential", "SEQ"), "mix" if section == "mix" else section,
-                             int(size) * (MiB if unit == "MiB" else KiB), int(q), int(t), _f(rate), _f(iops),
-                             _f(lat), mix))
+                             bs, qd, th, _f(rate, f"line {n}, MB/s"), _f(iops, f"line {n}, IOPS"),
+                             _f(lat, f"line {n}, us"), mix))
             continue
         om = _CDM_OLD.match(line)
         if om is None:
             raise bad_input(path, f"line {n}", "not a CrystalDiskMark result line (5.x-6.x 'Sequential Read "
                                                "(Q= 32,T= 1) : ... MB/s', 7.x-9.x 'SEQ 1MiB (Q= 8, T= 1): ...')")
         kind, op, size, unit, q, t, rate, iops = om.groups()
-        if size:
-            bs = int(size) * (MiB if unit == "MiB" else KiB)
-        else:
+        bs, qd, th = _row_numbers(n, size, unit, q, t)
+        if bs is None:
             bs = 128 * KiB if q else MiB        # 5.x/6.x: Seq Q32T1 128 KiB; 5.x's Seq (T= 1) 1 MiB at QD1
-        rows.append(_Row(n, line.strip(), kind == "Sequential", op.lower(), bs, int(q or 1), int(t), _f(rate),
-                         _f(iops) if iops else None, None))
+        rows.append(_Row(n, line.strip(), kind == "Sequential", op.lower(), bs, qd, th, _f(rate, f"line {n}, MB/s"),
+                         _f(iops, f"line {n}, IOPS") if iops else None, None))
     _check_complete(path, text, rows, r"^\s*(Profile|Test)\s*:", "'Profile:' (7.x on) or 'Test :' (5.x, 6.x)")
     report = ImportReport(path=path, format="crystaldiskmark")
     report.convention = (f"CrystalDiskMark {version or '(version not printed)'}: MB/s = 10^6 B/s as its header "

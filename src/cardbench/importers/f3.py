@@ -42,6 +42,7 @@ import re
 from cardbench.importers.base import ImportReport, bad_input, imported_verify
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.result import Card
+from cardbench.units import parse_count, parse_number
 from cardbench.verify.verdict import file_losses, judge, judge_fill
 
 SECTOR = 512
@@ -78,8 +79,14 @@ def is_h2testw(text: str) -> bool:
     return "H2testw" in text[-2000:] or "H2testw" in text[:2000]
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", "."))
+def _num(text: str, where: str) -> float:
+    return parse_number(text, where)
+
+
+def _bytes(text: str, unit_bytes: int, where: str) -> int:
+    """A printed size in whole bytes: ``text`` units of ``unit_bytes``, finite and within 64 bits."""
+    return parse_count(int(parse_number(_num(text, where) * unit_bytes, where, expected="a size")), where,
+                       expected="a size")
 
 
 def _clean(text: str) -> list[str]:
@@ -143,20 +150,23 @@ def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
                 raise bad_input(path, f"line {n}", "'Validating file' without its four sector counts "
                                                    "(ok/corrupted/changed/overwritten)")
             name, ok, bad, chg, ovw, rest = m.groups()
-            counts = {"ok": int(ok), "corrupted": int(bad), "changed": int(chg), "overwritten": int(ovw)}
+            counts = {k: parse_count(v, f"line {n}, {k} sectors")
+                      for k, v in (("ok", ok), ("corrupted", bad), ("changed", chg), ("overwritten", ovw))}
             err = None
             if "NOT fully read" in rest:
                 read_all = False
                 err = rest.strip(" -")
             idx = re.match(r"(\d+)", name)
-            files.append({"name": name, "index": int(idx.group(1)) if idx else len(files) + 1, "counts": counts,
+            files.append({"name": name, "index": parse_count(idx.group(1), f"line {n}, file number") if idx
+                          else len(files) + 1, "counts": counts,
                           "ok_bytes": counts["ok"] * SECTOR, "error": err, "raw": s})
             continue
         m = _TOTAL.match(s)
         if m:
             what, value, unit, count = m.groups()
-            totals[what] = (n, int(count), value, unit)
-            _size_flag(flags, n, "f3read totals", what, value, unit, int(count), _F3_UNITS)
+            sectors = parse_count(count, f"line {n}, {what} sectors")
+            totals[what] = (n, sectors, value, unit)
+            _size_flag(flags, n, "f3read totals", what, value, unit, sectors, _F3_UNITS)
             continue
         m = _SPEED.match(s)
         if m:
@@ -164,11 +174,11 @@ def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
             u = _F3_UNITS.get(unit.lower())
             if u is None:
                 raise bad_input(path, f"line {n}", f"unknown unit {unit!r}/s")
-            speeds["read" if kind.startswith("read") else "write"] = _num(value) * u
+            speeds["read" if kind.startswith("read") else "write"] = _num(value, f"line {n}, {kind} speed") * u
             continue
         m = _FREE.match(s)
         if m and m.group(2).lower() in _F3_UNITS:
-            free.append(int(_num(m.group(1)) * _F3_UNITS[m.group(2).lower()]))
+            free.append(_bytes(m.group(1), _F3_UNITS[m.group(2).lower()], f"line {n}, free space"))
             continue
         if "Not all data was read due to I/O error" in s:
             read_all = False
@@ -234,15 +244,22 @@ def import_f3probe(text: str, *, path: str, digest: str, card: Card | None = Non
     for sm in _PROBE_SIZE.finditer(text):
         name, value, unit, blocks, order = sm.groups()
         line = text[:sm.start()].count("\n") + 1
-        sizes[name] = (value, unit, int(blocks) if blocks else None, int(order) if order else None, line)
+        w = f"line {line}, {name}"
+        sizes[name] = (value, unit, parse_count(blocks, f"{w} blocks") if blocks else None,
+                       parse_count(order, f"{w} 2^N") if order else None, line)
     for need in ("*Usable* size", "Announced size", "Physical block size"):
         if need not in sizes:
             raise bad_input(path, "f3probe output", f"no '{need}:' line in 'Device geometry' (truncated?)")
-    block = 1 << sizes["Physical block size"][3] if sizes["Physical block size"][3] is not None else SECTOR
+    order = sizes["Physical block size"][3]
+    if order is not None and order > 30:
+        raise bad_input(path, f"line {sizes['Physical block size'][4]}", f"a physical block of 2^{order} B is "
+                                                                         "beyond any device (expected 2^9 to 2^30)")
+    block = 1 << order if order is not None else SECTOR
     usable_blocks, announced_blocks = sizes["*Usable* size"][2], sizes["Announced size"][2]
     if usable_blocks is None or announced_blocks is None:
         raise bad_input(path, "f3probe output", "usable or announced size without its block count")
-    usable, announced = usable_blocks * block, announced_blocks * block
+    usable = parse_count(usable_blocks * block, "*Usable* size", expected="a size in bytes")
+    announced = parse_count(announced_blocks * block, "Announced size", expected="a size in bytes")
     flags: list[Flag] = []
     for name in ("*Usable* size", "Announced size"):
         value, unit, blocks, _o, line = sizes[name]
@@ -256,7 +273,7 @@ def import_f3probe(text: str, *, path: str, digest: str, card: Card | None = Non
     fix = _FIX.search(text)
     fix_cmd = fix.group(1) if fix else None
     if fix:
-        last = int(fix.group(2))
+        last = parse_count(fix.group(2), "f3fix --last-sec")
         line = text[:fix.start()].count("\n") + 1
         check_figure(flags, line, "f3probe", "f3fix --last-sec", Printed(str(last), last, 0), usable // SECTOR - 1,
                      usable // SECTOR - 1, usable // SECTOR - 1, "usable bytes / 512 - 1")
@@ -297,24 +314,25 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
         m = _H2_LINE.match(s)
         if m:
             value, unit, what, sectors = m.groups()
-            counts[what.lower()] = int(sectors)
-            _size_flag(flags, n, "H2testw", what, value, unit, int(sectors), _H2_UNITS)
+            counts[what.lower()] = parse_count(sectors, f"line {n}, {what} sectors")
+            _size_flag(flags, n, "H2testw", what, value, unit, counts[what.lower()], _H2_UNITS)
             if what.lower() == "ok":
                 ok_text = s
             continue
         m = re.match(rf"^Warning: Only {_NUM} of {_NUM} MByte tested", s, re.I)
         if m:
-            tested = int(_num(m.group(1))) << 20
+            tested = _bytes(m.group(1), 1 << 20, f"line {n}, MByte tested")
             continue
         m = re.match(rf"^(Writing|Reading) speed:\s*{_NUM}\s*(\w+)/s", s, re.I)
         if m:
             u = _H2_UNITS.get(m.group(3).lower())
             if u:
-                speeds["write" if m.group(1).lower() == "writing" else "read"] = _num(m.group(2)) * u
+                speeds["write" if m.group(1).lower() == "writing" else "read"] = \
+                    _num(m.group(2), f"line {n}, {m.group(1)} speed") * u
             continue
         m = re.match(r"^First error at offset:\s*0x([0-9a-fA-F]+)", s)
         if m:
-            first_error = int(m.group(1), 16)
+            first_error = parse_count(int(m.group(1), 16), f"line {n}, first error offset")
     clean = re.search(r"Test finished without errors|Test ohne Fehler beendet", text)
     defective = re.search(r"media is likely to be defective|Medium ist wahrscheinlich defekt", text)
     if not clean and not defective:

@@ -40,7 +40,7 @@ from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
-from cardbench.units import KiB
+from cardbench.units import KiB, UnitError, parse_count, parse_number
 
 _FIO_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
@@ -50,18 +50,19 @@ _RW = {"read": ("seq", ["read"]), "write": ("seq", ["write"]), "randread": ("ran
 TERSE_RE = re.compile(r"^\s*([2-5]);(fio-[^;]*;)?[^;\n]*;\d+;\d+;\d+;")
 
 
-def fio_size(text: Any, kb_base: int = 1024) -> int | None:
-    """A fio size option ("4k", "1M", "128KiB", "4096") in bytes; None if unreadable."""
+def fio_size(text: Any, kb_base: int = 1024, where: str = "size") -> int | None:
+    """A fio size option ("4k", "1M", "128KiB", "4096") in bytes; None if unreadable; UnitError
+    (units.parse_number) for a number that is none (NaN, beyond 64 bits)."""
     if text is None:
         return None
-    if isinstance(text, (int, float)):
-        return int(text)
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(parse_number(text, where, expected="a size in bytes"))
     m = _FIO_SIZE_RE.match(str(text))
     if not m:
         return None
-    number, prefix, suffix = float(m.group(1)), m.group(2).lower(), m.group(3).lower()
+    number, prefix, suffix = parse_number(m.group(1), where), m.group(2).lower(), m.group(3).lower()
     base = 1024 if (suffix.startswith("i") or kb_base == 1024) else 1000
-    return int(number * base ** _POW[prefix])
+    return parse_count(int(number * base ** _POW[prefix]), where, expected="a size in bytes")
 
 
 def _pow2_block(io_bytes: int, ops: float | None, estimated: bool = False) -> int | None:
@@ -83,11 +84,12 @@ def _depth_from_levels(levels: Any) -> int | None:
     """fio's iodepth_level ({"1": 0.0, ..., "32": 99.9, ">=64": 0.0}): the bucket most I/O went through."""
     if not isinstance(levels, dict) or not levels:
         return None
-    best = max(levels.items(), key=lambda kv: float(str(kv[1]).rstrip("%") or 0))
+    best = max(levels.items(), key=lambda kv: parse_number(str(kv[1]).rstrip("%") or 0, f"iodepth_level {kv[0]}",
+                                                           expected="a percentage"))
     try:
-        return int(str(best[0]).lstrip(">="))
-    except ValueError:
-        return None
+        return parse_count(str(best[0]).lstrip(">="), "iodepth_level")
+    except UnitError:
+        return None                 # a bucket of another name: the depth is not known
 
 
 class _Namer:
@@ -127,10 +129,14 @@ def _check_side(flags: list[Flag], row: str, where: str, rate: float, *, bw_kib:
 def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | None, layout: int,
                levels: Any, raw: str, iops_whole: bool = False) -> TestResult | None:
     opts = p.options
+    if p.io_bytes > 0 and p.runtime_s <= 0:
+        # a run of no time has no rate, and an export holding it could not be read back
+        raise UnitError(f"{p.path} runtime: expected more than 0 ms for {p.io_bytes:,} bytes moved, "
+                        f"got {p.runtime_s * 1000:g}")
     rw = str(opts.get("rw") or opts.get("readwrite") or "").split(":")[0].strip().lower()
-    kb_base = int(float(opts.get("kb_base") or 1024))
+    kb_base = parse_count(opts.get("kb_base") or 1024, f"{p.path} kb_base")
     bs_opt = opts.get("bs") or opts.get("blocksize")
-    bs_parts = [fio_size(x, kb_base) for x in str(bs_opt).split(",")] if bs_opt else []
+    bs_parts = [fio_size(x, kb_base, f"{p.path} bs") for x in str(bs_opt).split(",")] if bs_opt else []
     fixed_bs = bool(bs_parts) and not any(k in opts for k in ("bsrange", "bssplit", "blocksize_range"))
     idx = {"read": 0, "write": 1, "trim": 2}.get(p.side, 0)
     bs = (bs_parts[min(idx, len(bs_parts) - 1)] if bs_parts else None) or None
@@ -155,12 +161,13 @@ def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | N
         else:
             bs = 4096
     depth_opt = opts.get("iodepth")
-    depth = int(float(depth_opt)) if depth_opt is not None else (_depth_from_levels(levels) if not rw else None)
+    depth = parse_count(depth_opt, f"{p.path} iodepth", expected="a queue depth") if depth_opt is not None \
+        else (_depth_from_levels(levels) if not rw else None)
     if depth is None:
         depth = 1
     elif depth_opt is None:
         guessed.append(f"queue depth {depth} (the I/O-depth bucket most I/O went through)")
-    numjobs = int(float(opts.get("numjobs") or 1))
+    numjobs = parse_count(opts.get("numjobs") or 1, f"{p.path} numjobs", expected="a number of jobs")
     if rw:
         kind, directions = _RW[rw]
         prefix = kind
@@ -239,11 +246,16 @@ def import_fio(doc: dict, *, path: str, digest: str, card: Card | None = None,
         raise UsageError(f"{path}: no read or write job with data in this fio output")
     started = None
     if parsed.timestamp is not None:
-        started = _dt.datetime.fromtimestamp(parsed.timestamp, _dt.timezone.utc).isoformat(timespec="seconds")
+        try:
+            started = _dt.datetime.fromtimestamp(parsed.timestamp, _dt.timezone.utc).isoformat(timespec="seconds")
+        except (OverflowError, OSError, ValueError):
+            raise bad_input(path, "timestamp", f"expected seconds since 1970, got {parsed.timestamp!r}") from None
     target: dict[str, Any] = {"kind": "fio"}
     first_opts = parsed.sides[0].options if parsed.sides else {}
     for key in ("filename", "directory"):
         if first_opts.get(key):
+            if not isinstance(first_opts[key], str):
+                raise bad_input(path, f"{parsed.sides[0].path} options.{key}", "expected text (a path)")
             target[key] = first_opts[key]
     where = target.get("filename") or target.get("directory")
     result = imported_result(path=path, fmt="fio", digest=digest, key="all", tests=tests, card=_card(card, where),
@@ -260,20 +272,16 @@ _SIDE_FIELDS = 41          # per direction in terse v3/v4 (HOWTO "Terse output")
 
 def _terse_side(f: list[str], start: int, where: str) -> dict:
     def num(i: int, what: str) -> float:
-        try:
-            return float(f[start + i].rstrip("%"))
-        except (IndexError, ValueError):
-            raise ValueError(f"{where} field {start + i + 1} ({what})") from None
+        cell = f[start + i] if start + i < len(f) else ""
+        return parse_number(cell.rstrip("%"), f"{where}, field {start + i + 1} ({what})")
     pct: dict[str, float] = {}
     for k in range(20):
         cell = f[start + 12 + k] if start + 12 + k < len(f) else ""
+        field = f"{where}, field {start + 13 + k} (completion latency percentile)"
         if "=" not in cell:
-            raise ValueError(f"{where} field {start + 13 + k} (completion latency percentile)")
+            raise UnitError(f"{field}: expected PERCENT%=VALUE, got {cell[:20]!r}")
         p, v = cell.split("=", 1)
-        try:
-            pf, vf = float(p.rstrip("%")), float(v)
-        except ValueError:
-            raise ValueError(f"{where} field {start + 13 + k} (completion latency percentile)") from None
+        pf, vf = parse_number(p.rstrip("%"), field), parse_number(v, field)
         if pf > 0:
             pct[f"p{pf:g}"] = vf * 1e-6
     clat = dict(pct)
@@ -302,7 +310,7 @@ def import_terse(text: str, *, path: str, digest: str, card: Card | None = None,
             report.notes.append(f"line {line_no}: not a terse line, skipped: {line[:60]}")
             continue
         f = line.rstrip("\n").split(";")
-        ver = int(f[0])
+        ver = parse_count(f[0], f"line {line_no}, field 1 (terse version)")
         if ver not in (3, 4):
             raise bad_input(path, f"line {line_no}", f"fio terse version {ver}: cardbench reads versions 3 and 4 "
                                                      "(fio --minimal --terse-version=3)")
@@ -312,22 +320,15 @@ def import_terse(text: str, *, path: str, digest: str, card: Card | None = None,
         if len(f) < need:
             raise bad_input(path, f"line {line_no}", f"{len(f)} fields, a terse v{ver} line has at least {need} "
                                                      "(truncated?)")
-        try:
-            if int(f[4]):
-                report.notes.append(f"line {line_no}: job {jobname!r} reported error {f[4]}")
-            sides = {"read": _terse_side(f, 5, f"line {line_no}: read"),
-                     "write": _terse_side(f, 5 + _SIDE_FIELDS, f"line {line_no}: write")}
-        except ValueError as e:
-            raise bad_input(path, str(e).split(" field ")[0], "field " + str(e).split(" field ")[1] +
-                            " is not a number") from None
+        if parse_count(f[4], f"line {line_no}, field 5 (error)", negative=True):
+            report.notes.append(f"line {line_no}: job {jobname!r} reported error {f[4]}")
+        sides = {"read": _terse_side(f, 5, f"line {line_no}: read"),
+                 "write": _terse_side(f, 5 + _SIDE_FIELDS, f"line {line_no}: write")}
         cpu = 5 + _SIDE_FIELDS * (3 if ver == 4 else 2)
         levels = {k: f[cpu + 5 + i] for i, k in enumerate(("1", "2", "4", "8", "16", "32", ">=64"))}
         for i, v in enumerate(levels.values()):
-            try:
-                float(v.rstrip("%"))
-            except ValueError:
-                raise bad_input(path, f"line {line_no}", f"field {cpu + 6 + i} (I/O depth distribution) is not "
-                                                         f"a percentage: {v[:20]!r}") from None
+            parse_number(v.rstrip("%"), f"line {line_no}, field {cpu + 6 + i} (I/O depth distribution)",
+                         expected="a percentage")
         for side, s in sides.items():
             if s["kib"] <= 0 or s["runtime_ms"] <= 0:
                 continue

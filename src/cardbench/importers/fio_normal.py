@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 
 from cardbench.errors import UsageError
 from cardbench.fiojson import FioSide
-from cardbench.importers.base import ImportReport, bad_input, imported_result
+from cardbench.importers.base import ImportReport, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.importers.fio import _Namer, _side_test
 from cardbench.result import TestResult
+from cardbench.units import parse_count, parse_number
 
 _JOB_LINE_RE = re.compile(r"^\s*(?P<name>\S.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>[^,]+), bs=(?P<bs>.*?), "
                           r"ioengine=(?P<engine>[^,]+), iodepth=(?P<depth>\d+)")
@@ -84,7 +85,7 @@ def _bs_texts(text: str) -> tuple[list[tuple[str, str]], bool]:
     return out, all(lo == hi for lo, hi in out) and bool(out)
 
 
-def _size(text: str) -> int | None:
+def _size(text: str, where: str = "block size") -> int | None:
     """A block size as the job line prints it: KiB/MiB 1024-based, kB/MB 1000-based (2.17 and
     later); a bare K/M is 1024-based whatever the kb_base (2.16 and earlier print sizes with
     init.c fio_uint_to_kmg, which only ever divides by 1024, and only when it divides exactly)."""
@@ -97,21 +98,19 @@ def _size(text: str) -> int | None:
         mult = 1000
     else:
         mult = 1024
-    return int(round(float(m.group("n")) * mult ** _POW[m.group("p")]))
+    return int(round(parse_number(m.group("n"), where) * mult ** _POW[m.group("p")]))
 
 
-def _issued(total: str) -> list[int] | None:
+def _issued(total: str, where: str) -> list[int]:
     """``r=0/w=995/d=0`` (2.x) or ``0,11342,0[,0]`` (2.18 and later): read, write, trim counts."""
-    try:
-        if "=" in total:
-            return [int(kv.split("=", 1)[1]) for kv in total.split("/")][:3]
-        return [int(x) for x in total.split(",") if x][:3]
-    except ValueError:
-        return None
+    what = "issued I/O counts"
+    if "=" in total:
+        return [parse_count(kv.partition("=")[2], f"{where}, {what}") for kv in total.split("/")][:3]
+    return [parse_count(x, f"{where}, {what}") for x in total.split(",") if x][:3]
 
 
-def _num(text: str, suffix: str) -> float:
-    return float(text) * _SI[suffix]
+def _num(text: str, suffix: str, where: str) -> float:
+    return parse_number(text, where) * _SI[suffix]
 
 
 @dataclass
@@ -144,7 +143,7 @@ class _Job:
     raw: list[str] = field(default_factory=list)
 
 
-def _printed(text: str, version: tuple[int, int] | None) -> Printed:
+def _printed(text: str, version: tuple[int, int] | None, where: str) -> Printed:
     """A figure as fio's num2str printed it, with the interval it stands for.
 
     Before fio 2.20 (and when the output names no version) the digits after the point are not a
@@ -152,8 +151,7 @@ def _printed(text: str, version: tuple[int, int] | None) -> Printed:
     figure stands for its whole part up to one unit more. From 2.20 on they are the last
     remainder rounded (lower ones truncated): one unit of the last digit either way; before 3.26
     a remainder that rounds up to 1 printed as .00 without carrying into the whole part."""
-    p = Printed.parse(text)
-    assert p is not None
+    p = Printed.read(text, where)
     if version is None or version < (2, 20) or "." not in text:
         whole = float(int(p.value))
         return Printed(p.text, whole + 0.25, 0.75) if "." in text else Printed(p.text, p.value, 1.0)
@@ -182,7 +180,8 @@ def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list
     for n, line in enumerate(text.splitlines(), 1):
         m = _VERSION_RE.match(line.strip())
         if m and version is None and not line.startswith(" "):
-            version, vt = line.strip(), (int(m.group(1)), int(m.group(2)))
+            version, vt = line.strip(), (parse_count(m.group(1), f"line {n}, version"),
+                                         parse_count(m.group(2), f"line {n}, version"))
             continue
         m = _JOB_LINE_RE.match(line)
         if m:
@@ -193,7 +192,8 @@ def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list
             continue
         m = _SECTION_RE.match(line)
         if m:
-            job = _Job(m.group("name"), n, int(m.group("jobs")), int(m.group("err")), raw=[line])
+            job = _Job(m.group("name"), n, parse_count(m.group("jobs"), f"line {n}, jobs"),
+                       parse_count(m.group("err"), f"line {n}, err", negative=True), raw=[line])
             jobs.append(job)
             pct_unit = None
             continue
@@ -208,35 +208,35 @@ def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list
         m = _V2_SIDE_RE.match(line)
         if m:
             layout = layout or 2
-            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt), None, _POW[m.group("io_u")],
-                                   _printed(m.group("bw"), vt), _POW[m.group("bw_u")], None,
-                                   _scaled(_printed(m.group("iops"), vt), m.group("iops_u"),
-                                           _SI[m.group("iops_u").lower()]),
-                                   int(m.group("ms")), line.strip()))
+            w = f"line {n}, {m.group('side')}"
+            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt, f"{w} io"), None,
+                                   _POW[m.group("io_u")], _printed(m.group("bw"), vt, f"{w} bw"), _POW[m.group("bw_u")],
+                                   None, _scaled(_printed(m.group("iops"), vt, f"{w} iops"), m.group("iops_u"),
+                                                 _SI[m.group("iops_u").lower()]),
+                                   parse_count(m.group("ms"), f"{w} runt"), line.strip()))
             continue
         m = _V3_SIDE_RE.match(line)
         if m:
             layout = 3
+            w = f"line {n}, {m.group('side')}"
             scale = 1000.0 ** _POW[m.group("iops_u")]
-            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt), _mult(m.group("io_u")), 0,
-                                   _printed(m.group("bw"), vt), 0, _mult(m.group("bw_u")),
-                                   _scaled(_printed(m.group("iops"), vt), m.group("iops_u"), scale),
-                                   int(m.group("ms")), line.strip(),
-                                   alt=_printed(m.group("alt"), vt), alt_mult=_mult(m.group("alt_u"))))
+            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt, f"{w} io"), _mult(m.group("io_u")),
+                                   0, _printed(m.group("bw"), vt, f"{w} BW"), 0, _mult(m.group("bw_u")),
+                                   _scaled(_printed(m.group("iops"), vt, f"{w} IOPS"), m.group("iops_u"), scale),
+                                   parse_count(m.group("ms"), f"{w} runtime (msec)"), line.strip(),
+                                   alt=_printed(m.group("alt"), vt, f"{w} BW"), alt_mult=_mult(m.group("alt_u"))))
             continue
         m = _ISSUED_RE.match(line)
         if m:
-            job.issued = _issued(m.group("total"))
-            if job.issued is None:
-                raise bad_input(path, f"line {n}", "the issued I/O counts are not numbers")
+            job.issued = _issued(m.group("total"), f"line {n}")
             continue
         m = _LAT_RE.match(line)
         if m and m.group("kind") in ("clat", "lat") and job.sides:
             unit = _LAT_UNIT[m.group("unit")]
             target = job.sides[-1].clat if m.group("kind") == "clat" else job.sides[-1].lat
-            mx = m.group("max")
-            target["max"] = _num(mx.rstrip("kKM"), mx[-1] if mx[-1] in "kKM" else "") * unit
-            target["mean"] = float(m.group("avg")) * unit
+            mx, w = m.group("max"), f"line {n}, {m.group('kind')}"
+            target["max"] = _num(mx.rstrip("kKM"), mx[-1] if mx[-1] in "kKM" else "", f"{w} max") * unit
+            target["mean"] = parse_number(m.group("avg"), f"{w} avg") * unit
             continue
         m = _PCT_HEAD_RE.match(line)
         if m:
@@ -244,7 +244,9 @@ def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list
             continue
         if pct_unit is not None and line.lstrip().startswith("|") and job.sides:
             for pm in _PCT_RE.finditer(line):
-                job.sides[-1].clat[f"p{float(pm.group('p')):g}"] = _num(pm.group("v"), pm.group("u")) * pct_unit
+                w = f"line {n}, clat percentile {pm.group('p')}th"
+                job.sides[-1].clat[f"p{parse_number(pm.group('p'), w):g}"] = \
+                    _num(pm.group("v"), pm.group("u"), w) * pct_unit
             continue
         pct_unit = None
     return version, layout, options, jobs
@@ -284,7 +286,7 @@ def _exact_io(job: _Job, s: _Side, opts: dict) -> int | None:
         return None
     idx = {"read": 0, "write": 1, "trim": 2}
     if s.side == "mixed":
-        if len(set(sizes[:2])) != 1:
+        if len(set(sizes[:2])) != 1 or len(job.issued) < 2:
             return None
         return (job.issued[0] + job.issued[1]) * sizes[0]
     i = idx[s.side]
@@ -297,7 +299,7 @@ def _ops(job: _Job, s: _Side) -> int | None:
     if not job.issued:
         return None
     if s.side == "mixed":
-        return job.issued[0] + job.issued[1]
+        return job.issued[0] + job.issued[1] if len(job.issued) >= 2 else None
     i = {"read": 0, "write": 1, "trim": 2}[s.side]
     return job.issued[i] if i < len(job.issued) else None
 
@@ -349,7 +351,8 @@ def import_fio_normal(text: str, *, path: str, digest: str, card=None, reader: s
             rate = io_bytes / secs if secs > 0 else 0.0
             # fio's bw is whole bytes/s of io / runtime (1000 * io_bytes / runt), printed rounded;
             # from the printed io= the rate is only known to that figure's rounding
-            lo, hi = (rate, rate) if io_bytes == exact else (s.io.lo * s.io_mult / secs, s.io.hi * s.io_mult / secs)
+            lo, hi = (rate, rate) if io_bytes == exact or secs <= 0 else \
+                (s.io.lo * s.io_mult / secs, s.io.hi * s.io_mult / secs)
             if secs > 0:
                 check_figure(flags, s.line, row, "bw", s.bw, rate / s.bw_mult, lo / s.bw_mult, hi / s.bw_mult,
                              "io bytes / runtime")

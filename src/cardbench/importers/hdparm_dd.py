@@ -38,7 +38,7 @@ from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.importers.fio import fio_size
 from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
-from cardbench.units import KiB, MiB
+from cardbench.units import KiB, MiB, parse_count, parse_number
 
 _NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 _HDPARM = re.compile(rf"^\s*Timing (cached|buffered disk|O_DIRECT cached|O_DIRECT disk) reads:\s*(\d+) MB in\s*{_NUM}"
@@ -61,10 +61,8 @@ def is_dd(text: str) -> bool:
     return bool(re.search(r"^\d+\+\d+ records out|^\d+ bytes?\b.*(copied|transferred)", text, re.M))
 
 
-def _p(text: str) -> Printed:
-    p = Printed.parse(text)
-    assert p is not None
-    return p
+def _p(text: str, where: str) -> Printed:
+    return Printed.read(text, where)
 
 
 def import_hdparm(text: str, *, path: str, digest: str, card: Card | None = None,
@@ -85,7 +83,8 @@ def import_hdparm(text: str, *, path: str, digest: str, card: Card | None = None
                 raise bad_input(path, f"line {n}", "an hdparm 'Timing ... reads:' line without 'N MB in S seconds "
                                                    "= R MB/sec'")
             what, mib, secs, rate, unit = m.groups()
-            nbytes, sp, rp = int(mib) * MiB, _p(secs), _p(rate)
+            w = f"line {n}, {what}"
+            nbytes, sp, rp = parse_count(mib, f"{w} MB") * MiB, _p(secs, f"{w} seconds"), _p(rate, f"{w} {unit}B/sec")
             ubytes = MiB if unit.upper() == "M" else KiB
             if sp.value <= 0 and rp.value <= 0:
                 raise bad_input(path, f"line {n}", "zero seconds and a zero rate")
@@ -97,12 +96,12 @@ def import_hdparm(text: str, *, path: str, digest: str, card: Card | None = None
             if sp.value > 0:
                 central = nbytes / sp.value / ubytes
                 check_figure(flags, n, f"{device} {what}", f"{unit}B/sec", rp, central, fastest,
-                             nbytes / max(sp.lo, 1e-9) / ubytes, f"{int(mib)} MiB / {sp.text} s")
+                             nbytes / max(sp.lo, 1e-9) / ubytes, f"{nbytes // MiB} MiB / {sp.text} s")
             else:
                 # "0.00 seconds" is any time under 0.005 s (hdparm on a cached loop device prints it with
                 # a rate of thousands of MB/sec): the rate is only bounded below by that
                 check_figure(flags, n, f"{device} {what}", f"{unit}B/sec", rp, fastest, fastest,
-                             max(rp.hi, fastest), f"{int(mib)} MiB / under {sp.hi:g} s")
+                             max(rp.hi, fastest), f"{nbytes // MiB} MiB / under {sp.hi:g} s")
             report.flags += flags
             # the seconds are printed to 0.01 s (a fast read of "32 MB in 0.03 seconds" is up to 17% off);
             # hdparm's own rate comes from the unrounded time, so where it agrees with the printed
@@ -173,8 +172,8 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
         flags: list[Flag] = []
         if g:
             nbytes, paren, secs, rate, space, unit = g.groups()
-            nbytes = int(nbytes)
-            sp, rp = _p(secs), _p(rate)
+            nbytes = parse_count(nbytes, f"line {n}, bytes")
+            sp, rp = _p(secs, f"line {n}, seconds"), _p(rate, f"line {n}, rate")
             # coreutils puts a space before its (decimal) unit; busybox prints "124.9MB/s", binary,
             # its one decimal rounded from the last remainder only (lower ones truncated)
             busybox = not space
@@ -191,12 +190,13 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
                     u = _BIN.get(pm.group(2)) or units.get(pm.group(2))
                     if u:
                         exact = nbytes / u
-                        check_figure(flags, n, "dd", f"size in {pm.group(2)}", _p(pm.group(1)), exact, exact, exact,
+                        check_figure(flags, n, "dd", f"size in {pm.group(2)}", _p(pm.group(1), f"line {n}, size"), exact, exact, exact,
                                      f"{nbytes:,} B in {pm.group(2)}")
             printed_rate = f"{rate} {unit}/s"
         else:
             nbytes, secs, rate = b.groups()
-            nbytes, sp, rp, ub = int(nbytes), _p(secs), Printed(rate, float(rate), 0.5), 1
+            nbytes, sp, ub = parse_count(nbytes, f"line {n}, bytes"), _p(secs, f"line {n}, secs"), 1
+            rp = Printed(rate, parse_number(rate, f"line {n}, bytes/sec"), 0.5)
             unit = "bytes"
             printed_rate = f"{rate} bytes/sec"
         if sp.value <= 0:

@@ -51,7 +51,7 @@ from cardbench.importers.base import (
 from cardbench.importers.checks import RULE, Printed
 from cardbench.importers.classic import file_size_directive
 from cardbench.store.query import epoch_of_iso
-from cardbench.units import UnitError, parse_size
+from cardbench.units import UnitError, parse_count, parse_size
 
 _RATE_UNIT = r"(?:_(?:mb|mib|kb|kib|gb)(?:_per)?_s|_mbs|_mb)?"
 ROLES: list[tuple[str, str]] = [
@@ -91,7 +91,7 @@ def classify(header: str) -> tuple[str | None, int | None, str]:
     for role, rx in _ROLE_RES:
         m = rx.match(norm)
         if m:
-            number = int(m.group(1)) if m.groups() and m.group(1) else None
+            number = parse_count(m.group(1), f"column {header!r}") if m.groups() and m.group(1) else None
             return role, number, unit
     return None, None, unit
 

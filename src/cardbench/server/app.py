@@ -41,6 +41,7 @@ from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
+from cardbench.units import INT64_MAX
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
@@ -124,7 +125,7 @@ class Server:
         """Read, check and store one request's records (one transaction); returns (answer, contents)."""
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:     # RecursionError: nested too deep
             raise HTTPError(400, f"the body is not JSON (truncated?): {e}") from None
         try:
             contents = read_export(doc, path="the body")      # UsageError: 400
@@ -379,7 +380,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             raise HTTPError(400, "the body is not JSON") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("task"), str):
             raise HTTPError(400, "give {\"task\": text, \"done\": bytes, \"total\": bytes or null}")
-        num = lambda v: v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None  # noqa: E731
+        num = lambda v: v if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= INT64_MAX else None  # noqa: E731
         ev = {"kind": "progress", "task": doc["task"][:300], "done": num(doc.get("done")), "total": num(doc.get("total")),
               "at": time.strftime("%H:%M:%S")}
         srv.live.publish(station, ev)

@@ -32,6 +32,7 @@ from cardbench.errors import UsageError
 from cardbench.kinds import RESULT_SCHEMA
 from cardbench.result import Card, Result
 from cardbench.store.core import open_store
+from cardbench.units import UnitError, check_json_numbers
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
@@ -137,6 +138,10 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
     given two contents). ``result_problem``: the shape check of a result (the result kind's)."""
     result_kind = kinds.RESULT
     result_problem = result_problem or result_kind.problem
+    try:
+        check_json_numbers(doc)         # NaN, Infinity, a count beyond 64 bits: by key path
+    except UnitError as e:
+        raise UsageError(f"{path}: {e}; nothing imported") from None
     out = Contents()
     docs: Any
     single = kinds.kind_for_schema(doc.get("schema")) if isinstance(doc, dict) else None
