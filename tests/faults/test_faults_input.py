@@ -280,6 +280,7 @@ def cli_scratch(scratch):
 @settings(max_examples=EXAMPLES["cli"], **FAST)
 @given(data=st.data())
 def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
+    import cardbench.pulltest.core as pulltest
     import cardbench.runner as runner
     import cardbench.store.backends as backends
     import cardbench.verify.full as vfull
@@ -292,6 +293,8 @@ def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
     monkeypatch.setattr(runner, "run_device", refuse)
     monkeypatch.setattr(vquick, "Prober", refuse)
     monkeypatch.setattr(vfull.FillRun, "write_pass", refuse)
+    monkeypatch.setattr(pulltest.PullTest, "setup", refuse)
+    monkeypatch.setattr(pulltest.PullTest, "verify", refuse)
     # the generated postgresql:// URL names a closed port: refused at once, not waited for with
     # backoff (3.5 s a case; the wait itself is tested in test_faults_store)
     monkeypatch.setattr(backends, "CONNECT_ATTEMPTS", 1)

@@ -249,6 +249,8 @@ def samples() -> dict[str, dict]:
     from types import SimpleNamespace
 
     from cardbench.evidence import probe_document, session_document
+    from cardbench.pulltest.doc import build_doc, pull_result
+    from cardbench.pulltest.hostlog import Rec, State
     from cardbench.verdicts.readers import judge_shared
     from cardbench.verify.doc import new_doc
 
@@ -262,7 +264,13 @@ def samples() -> dict[str, dict]:
     session = session_document([SimpleNamespace(device="/dev/sdb", result=run, verify=None, mode="device",
                                                 complete=True, error=None)], [probe], [],
                                started_at="2024-01-01T00:00:00+00:00")
-    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "scratch": doc()}
+    pulls = State({"e": "start", "uuid": "ab" * 16, "layout": {}, "t": 0.0, "cycles": 1})
+    pulls.add_rec(Rec(1, 0, 0, 4096, "old", 0.0, 1.0))
+    pulls.add_rec(Rec(2, 1, 0, 4096, "small", 2.0, 3.0))
+    pulls.verified[1] = {"result": pull_result(pulls, 1, 4.0, {0: [1]})[0]}     # lost: the old record is there
+    pulltest = dict(build_doc(pulls, None), card=CARD.to_dict())
+    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "pulltest": pulltest,
+            "scratch": doc()}
 
 
 def test_the_fuzz_below_has_a_document_of_every_kind():
@@ -272,7 +280,7 @@ def test_the_fuzz_below_has_a_document_of_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "scratch"])
+@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "pulltest", "scratch"])
 def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_error(name):
     """2,000 generated documents of each kind (this file's among them): a value of another type
     anywhere, a key dropped. read_export reads it or raises UsageError (one line), and what it

@@ -58,16 +58,23 @@ def emulate() -> None:
 @click.option("--cache-idle", default="1s", show_default=True, callback=params.seconds_or_zero,
               help="Idle pause that refills the cache.")
 @click.option("--ceiling", callback=params.rate, help="A reader in front limiting the rate, e.g. 30MB/s.")
+@click.option("--volatile-cache", callback=params.size_or_zero,
+              help="A volatile write cache (RAM): writes are acknowledged once in it and lost if the card is "
+                   "pulled before they drain (0 for none).")
+@click.option("--drain-rate", callback=params.rate, help="The rate the volatile cache drains at, e.g. 2MB/s.")
+@click.option("--flush", type=click.Choice(["honest", "liar"]),
+              help="What a flush does with the volatile cache: wait until it is empty, or return at once.")
 @click.option("--error", "errors", multiple=True, metavar="START:END[:KIND]", callback=_errors,
               help="EIO for I/O touching bytes [START, END); KIND read, write or both. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, cache_size, cache_rate,
-              cache_idle, ceiling, errors, as_json):
+              cache_idle, ceiling, volatile_cache, drain_rate, flush, errors, as_json):
     """Start an emulated card; prints its loop device. It runs until `cardbench emulate stop NAME`."""
 
     spec = CardSpec(size=size, write_rate=write_rate, read_rate=read_rate, latency=latency, real_size=real_size,
                     fake_mode=fake_mode, cache_bytes=cache_size or 0, cache_rate=cache_rate, cache_idle=cache_idle,
-                    errors=errors, name=name)
+                    errors=errors, name=name, volatile_bytes=volatile_cache or 0,
+                    drain_rate=drain_rate if volatile_cache else None, flush=flush or "honest")
     st = manage.start(spec, ceiling=ceiling)
     if as_json:
         click.echo(json.dumps(st, indent=2))
@@ -84,19 +91,26 @@ def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, 
 @click.option("--cache-rate", callback=params.rate, help="Write cache rate.")
 @click.option("--cache-idle", callback=params.seconds_or_zero, help="Idle pause that refills the cache.")
 @click.option("--ceiling", callback=params.rate_or_off, help="Reader ceiling, or 'none'.")
+@click.option("--volatile-cache", callback=params.size_or_zero,
+              help="A volatile write cache (RAM): writes are acknowledged once in it and lost if the card is "
+                   "pulled before they drain (0 for none).")
+@click.option("--drain-rate", callback=params.rate, help="The rate the volatile cache drains at, e.g. 2MB/s.")
+@click.option("--flush", type=click.Choice(["honest", "liar"]),
+              help="What a flush does with the volatile cache: wait until it is empty, or return at once.")
 @click.option("--error", "errors", multiple=True, metavar="START:END[:KIND]", callback=_errors,
               help="Replace the EIO ranges (repeatable).")
 @click.option("--clear-errors", is_flag=True, help="Remove all EIO ranges.")
 @click.option("--paced/--unpaced", default=None, help="Unpaced: full speed (e.g. while formatting).")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_idle, ceiling, errors,
-            clear_errors, paced, as_json):
+def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_idle, ceiling, volatile_cache,
+            drain_rate, flush, errors, clear_errors, paced, as_json):
     """Change settings of a running emulated card."""
 
     settings: dict = {}
     for key, value in (("write_rate", write_rate), ("read_rate", read_rate), ("latency", latency),
                        ("cache_bytes", cache_size), ("cache_rate", cache_rate), ("cache_idle", cache_idle),
-                       ("paced", paced)):
+                       ("paced", paced), ("volatile_bytes", volatile_cache), ("drain_rate", drain_rate),
+                       ("flush", flush)):
         if value is not None:
             settings[key] = value
     if errors and clear_errors:
@@ -121,6 +135,24 @@ def yank_cmd(name):
 
     st = manage.yank(name)
     click.echo(f"{name}: yanked; I/O on {st.get('device')} now fails with EIO")
+
+
+@emulate.command("pull")
+@click.argument("name")
+def pull_cmd(name):
+    """Pull the card out (or cut its power): its volatile cache loses what it holds, its loop device goes."""
+
+    st = manage.pull(name)
+    click.echo(f"{name}: pulled; {st.get('lost_now', 0)} bytes of its volatile cache lost")
+
+
+@emulate.command("reinsert")
+@click.argument("name")
+@click.option("--read-only", is_flag=True, help="It comes back write-protected.")
+def reinsert_cmd(name, read_only):
+    """Put a pulled card back, with what it kept; prints its (new) loop device."""
+
+    click.echo(manage.reinsert(name, read_only=read_only))
 
 
 @emulate.command("status")

@@ -13,9 +13,12 @@ ping                                                                  ready, pid
 status         card (optional)                                        status (reader or card)
 set            card, settings {write_rate, read_rate, latency,        status (card)
                cache_bytes, cache_rate, cache_idle, errors, paced,
-               turnaround}
+               turnaround, volatile_bytes, drain_rate, flush,
+               pull_damage}
 set_reader     ceiling (bytes/s or null)                              status (reader)
 yank           card                                                   status (card)
+pull           card (loses the volatile cache, then as yank)          status (card), lost_now
+reinsert       card (answers again, with what it kept)                status (card)
 add_card       spec (CardSpec.to_json())                              path of the card file
 remove_card    card
 shutdown       (detach our loop devices, unmount; server then exits)

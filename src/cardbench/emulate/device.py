@@ -392,6 +392,15 @@ class EmulatedReader:
         return problems
 
 
+def _autoclearing(device: str) -> bool:
+    """Whether a loop device was detached while held open (it goes when its holder lets go)."""
+    try:
+        with open(f"/sys/block/{os.path.basename(device)}/loop/autoclear") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return True
+
+
 class EmulatedCard:
     """An emulated card: a loop device (``card.device``) paced by the emulator server.
 
@@ -495,6 +504,35 @@ class EmulatedCard:
     def yank(self) -> dict[str, Any]:
         """From now on every I/O on the card fails with EIO (like pulling it out mid-test)."""
         return self.reader.call("yank", card=self.name)["status"]
+
+    def pull(self, *, detach: bool = True) -> dict[str, Any]:
+        """Pull the card out (or cut its power): its volatile write cache keeps what it drained
+        and loses the rest (see :class:`cardbench.emulate.spec.CardSpec`), every I/O fails with
+        EIO, and (``detach``) its loop device goes away like a pulled disk: detached now, or as
+        soon as whoever holds it open lets go. Returns the card status (``lost_now``: bytes of
+        the cache lost by this pull)."""
+        st = self.reader.call("pull", card=self.name)["status"]
+        if detach and self._device is not None:
+            system.run(["losetup", "-d", self._device], check=False)
+        return st
+
+    def reinsert(self, *, read_only: bool = False) -> str:
+        """Put the pulled card back, with the data it kept: it answers again, on a new loop
+        device (when the old one is still held open, under another name); ``read_only``: as a
+        card whose write-protect switch slid, or that turned itself read-only. Returns the device."""
+        self.reader.call("reinsert", card=self.name)
+        path = os.path.join(self.reader.mountpoint, self.name)
+        info = system.loop_info(self._device) if self._device is not None else None
+        if info is not None and info.backing_file == path and not _autoclearing(info.device):
+            if not read_only:
+                return info.device  # pulled without detaching: the same device answers again
+            system.detach_loop(info.device)
+        with signals.signals_deferred():
+            device = system.attach_loop(path, read_only=read_only)
+            self._device = device
+            self.reader._devices[self.name] = device
+            self.reader._save_state()
+        return device
 
     def status(self) -> dict[str, Any]:
         """Settings plus ``counters`` (reads, writes, bytes_read, bytes_written, bytes_cached,

@@ -115,6 +115,16 @@ def yank(name: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
     return st
 
 
+def pull(name: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Pull the named card (see :meth:`EmulatedCard.pull`)."""
+    return open_reader(name, root).cards[name].pull()
+
+
+def reinsert(name: str, root: str | os.PathLike | None = None, *, read_only: bool = False) -> str:
+    """Put the named card back (see :meth:`EmulatedCard.reinsert`); its loop device."""
+    return open_reader(name, root).cards[name].reinsert(read_only=read_only)
+
+
 def status(name: str | None = None, root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Status of one or all named emulators. A dead server shows ``running: False``."""
     out = []

@@ -18,6 +18,14 @@ the bus is never idle and this plays no role.
 Write cache: after no write for ``cache_idle`` seconds the cache is full again; the next
 ``cache_bytes`` written go at ``cache_rate``, the rest at ``write_rate``. The cache starts full.
 
+Volatile write cache (``volatile_bytes``, ``drain_rate``, ``flush``): a write enters the card's
+RAM (waiting until there is room) and is acknowledged; the cache drains to the backing store in
+order at ``drain_rate``, each entry with a known start and end. The drain is settled lazily:
+before every request, flush and pull, the entries whose drain ended are written back (the
+server does the pwrite); reads see the cache over the backing store. A pull writes back what
+drained, the front of the entry being drained (cut at a sector: a torn write), and loses the
+rest. Unpaced, the cache is bypassed (writes go straight to the backing store).
+
 Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of the backing file
 (``real_size`` bytes): past ``real_size`` offsets wrap around (mod ``real_size``) or are dropped.
 """
@@ -26,10 +34,11 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from cardbench.emulate.spec import CardSpec, ErrorRange
+from cardbench.emulate.spec import SECTOR, CardSpec, ErrorRange
 
 #: Default turnaround allowance (seconds), see the module docstring.
 DEFAULT_TURNAROUND = 0.010
@@ -83,6 +92,10 @@ class Counters:
     bytes_dropped: int = 0    # written past real_size on a "drop" card
     bytes_wrapped: int = 0    # written past real_size on a "wraparound" card
     eio: int = 0              # requests answered with EIO
+    flushes: int = 0          # flushes (fsync/fdatasync) that reached the card
+    pulls: int = 0            # times the card was pulled
+    bytes_lost: int = 0       # volatile cache bytes lost by pulls
+    bytes_torn: int = 0       # bytes of cut entries that did reach the store before a pull
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -121,6 +134,14 @@ class CardModel:
         self.cache_left = spec.cache_bytes
         self.last_write_end: float | None = None
         self.counters = Counters()
+        self.volatile_bytes = spec.volatile_bytes
+        self.drain_rate = spec.drain_rate
+        self.flush = spec.flush
+        self.pull_damage: tuple[tuple[int, int], ...] = spec.pull_damage
+        #: the volatile cache: [backing offset, data, drain start, drain end], in drain order
+        self.pending: deque[list] = deque()
+        self.pending_bytes = 0
+        self.drain_free_at = 0.0
 
     # -- settings -----------------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> None:
@@ -143,12 +164,15 @@ class CardModel:
             "cache_bytes": self.cache_bytes, "cache_rate": self.cache_rate, "cache_idle": self.cache_idle,
             "errors": [e.to_list() for e in self.errors],
             "paced": self.paced, "yanked": self.yanked,
+            "volatile_bytes": self.volatile_bytes, "drain_rate": self.drain_rate, "flush": self.flush,
+            "pull_damage": [list(r) for r in self.pull_damage],
         }
 
     def status(self) -> dict[str, Any]:
         d = self.settings()
         d["counters"] = self.counters.as_dict()
         d["cache_left"] = self.cache_left
+        d["volatile_held"] = self.pending_bytes
         d["busy_seconds"] = self.bus.busy
         return d
 
@@ -227,6 +251,79 @@ class CardModel:
             self.reader.link.due_at = max(self.reader.link.due_at, finish)
         self.bus.due_at = max(self.bus.due_at, finish)
         return Verdict(finish=finish, error=error, pieces=pieces)
+
+    # -- the volatile write cache (caller holds reader.lock; the server does the pwrites) --------
+    @property
+    def caching(self) -> bool:
+        """Whether writes go through the volatile cache now."""
+        return bool(self.volatile_bytes) and self.paced and bool(self.drain_rate)
+
+    def settle(self, now: float) -> list[tuple[int, bytes]]:
+        """Take the entries whose drain ended by ``now``: (backing offset, data) to write back."""
+        done = []
+        while self.pending and self.pending[0][3] <= now:
+            off, data, _, _ = self.pending.popleft()
+            self.pending_bytes -= len(data)
+            done.append((off, data))
+        return done
+
+    def accept_at(self, n: int, now: float) -> float:
+        """When a write of ``n`` bytes arriving at ``now`` finds room in the cache (entries
+        whose drain ended by then have left it; a write larger than the cache waits for it to
+        empty)."""
+        excess = self.pending_bytes + n - self.volatile_bytes
+        if excess <= 0 or not self.pending:
+            return now
+        for entry in self.pending:
+            excess -= len(entry[1])
+            if excess <= 0:
+                return max(now, entry[3])
+        return max(now, self.pending[-1][3])
+
+    def cache_put(self, pieces: list[tuple[int | None, int]], data, accept: float) -> None:
+        """Put a write's pieces into the cache at ``accept``; they drain after what is there."""
+        view = memoryview(data)
+        pos = 0
+        for where, n in pieces:
+            if where is not None:
+                start = max(accept, self.drain_free_at)
+                end = start + n / float(self.drain_rate or 1.0)
+                self.pending.append([where, bytes(view[pos:pos + n]), start, end])
+                self.pending_bytes += n
+                self.drain_free_at = end
+            pos += n
+
+    def empty_at(self, now: float) -> float:
+        """When the cache will be empty (an honest flush waits until then)."""
+        return max(now, self.pending[-1][3]) if self.pending else now
+
+    def overlay(self, where: int, buf: bytearray) -> None:
+        """Copy the cached data over ``buf`` (backing bytes read from ``where``), oldest first."""
+        end = where + len(buf)
+        for off, data, _, _ in self.pending:
+            lo, hi = max(off, where), min(off + len(data), end)
+            if lo < hi:
+                buf[lo - where:hi - where] = data[lo - off:hi - off]
+
+    def cut(self, now: float) -> list[tuple[int, bytes]]:
+        """Pull the card at ``now``: what reaches the store (the drained entries and the drained
+        front of the one draining, whole sectors), the rest of the cache is lost. The card is
+        yanked from then on."""
+        writes = self.settle(now)
+        part = 0
+        if self.pending and self.pending[0][2] < now:
+            off, data, start, end = self.pending[0]
+            part = int(len(data) * (now - start) / (end - start)) // SECTOR * SECTOR
+            if part:
+                writes.append((off, data[:part]))
+                self.counters.bytes_torn += part
+        self.counters.bytes_lost += self.pending_bytes - part
+        self.pending.clear()
+        self.pending_bytes = 0
+        self.drain_free_at = now
+        self.yanked = True
+        self.counters.pulls += 1
+        return writes
 
     def answered(self, when: float) -> None:
         """The server answered a request at ``when`` (monotonic); see :meth:`Timeline.start_for`."""

@@ -104,16 +104,22 @@ class Server:
     def io(self, op: str, name: str, offset: int, size: int, data: bytes | None = None) -> bytes | int:
         now = time.monotonic()
         reader = self.reader
+        result: bytes | int = 0
         with reader.lock:
             card = reader.cards.get(name)
             fd = self.fds.get(name)
             if card is None or fd is None:
                 raise OSError(errno.ENOENT, "no such card")
             verdict = card.request(op, offset, size, now)
+            pulls = card.counters.pulls
+            cached = card.caching and not verdict.error
+            if cached:  # the volatile cache: served under the lock, in order
+                result = self._cached_io(card, fd, op, verdict, now, data)
         if verdict.error and not verdict.pieces and card.yanked:
             raise OSError(errno.EIO, "card yanked")
-        result: bytes | int
-        if op == "read":
+        if cached:
+            pass
+        elif op == "read":
             parts = []
             for where, n in verdict.pieces:
                 if where is None:
@@ -139,7 +145,74 @@ class Server:
         card.answered(time.monotonic())
         if verdict.error:
             raise OSError(errno.EIO, "emulated I/O error")
+        if card.counters.pulls != pulls:  # pulled before it was answered: never acknowledged
+            raise OSError(errno.EIO, "card pulled")
         return result
+
+    @staticmethod
+    def _write_back(fd: int, writes: list[tuple[int, bytes]]) -> None:
+        for where, chunk in writes:
+            os.pwrite(fd, chunk, where)
+
+    def _cached_io(self, card: CardModel, fd: int, op: str, verdict, now: float, data) -> bytes | int:
+        """A read or write of a card with a volatile cache (caller holds the reader lock)."""
+        self._write_back(fd, card.settle(now))
+        if op == "write":
+            accept = card.accept_at(sum(n for w, n in verdict.pieces if w is not None), now)
+            card.cache_put(verdict.pieces, data, accept)
+            verdict.finish = max(verdict.finish, accept)
+            return len(data)
+        parts = []
+        for where, n in verdict.pieces:
+            if where is None:
+                parts.append(bytes(n))
+                continue
+            chunk = bytearray(os.pread(fd, n, where))
+            chunk += bytes(n - len(chunk))
+            card.overlay(where, chunk)
+            parts.append(bytes(chunk))
+        return b"".join(parts)
+
+    def flush(self, name: str) -> None:
+        """fsync/fdatasync reached the card: an honest card waits until its volatile cache is
+        empty, a liar answers at once. EIO once the card is pulled (also while waiting)."""
+        with self.reader.lock:
+            card = self.reader.cards.get(name)
+            fd = self.fds.get(name)
+            if card is None or fd is None:
+                raise OSError(errno.ENOENT, "no such card")
+            if card.yanked:
+                raise OSError(errno.EIO, "card yanked")
+            card.counters.flushes += 1
+            now = time.monotonic()
+            self._write_back(fd, card.settle(now))
+            due = card.empty_at(now) if card.flush == "honest" else now
+            pulls = card.counters.pulls
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        with self.reader.lock:
+            if card.counters.pulls != pulls:
+                raise OSError(errno.EIO, "card pulled")
+            self._write_back(fd, card.settle(time.monotonic()))
+
+    def pull(self, name: Any) -> dict[str, Any]:
+        """Pull the card: it keeps what its cache drained (and the drained front of a write cut
+        mid-way), loses the rest, and the bytes of ``pull_damage`` are scrambled; every I/O fails
+        with EIO until it is put back (:meth:`reinsert`)."""
+        with self.reader.lock:
+            card = self.card(name)
+            fd = self.fds[card.name]
+            lost_before = card.counters.bytes_lost
+            self._write_back(fd, card.cut(time.monotonic()))
+            for start, end in card.pull_damage:
+                end = min(end, card.real_size)
+                if end > start:
+                    os.pwrite(fd, os.urandom(end - start), start)
+            os.fsync(fd)
+            st = card.status()
+            st["lost_now"] = card.counters.bytes_lost - lost_before
+            return st
 
     # -- control ------------------------------------------------------------------------
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +246,13 @@ class Server:
             with self.reader.lock:
                 card = self.card(req.get("card"))
                 card.yanked = True
+                return {"status": card.status()}
+        if op == "pull":
+            return {"status": self.pull(req.get("card"))}
+        if op == "reinsert":
+            with self.reader.lock:
+                card = self.card(req.get("card"))
+                card.yanked = False
                 return {"status": card.status()}
         if op == "add_card":
             spec = CardSpec.from_json(req.get("spec") or {})
@@ -323,6 +403,7 @@ def _operations(server: Server):
             return 0
 
         def fsync(self, path, datasync, fh):
+            server.flush(path[1:])
             return 0
 
         def release(self, path, fh):

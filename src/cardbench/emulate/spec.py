@@ -18,6 +18,8 @@ from cardbench.errors import UsageError
 SECTOR = 512
 
 ERROR_KINDS = ("read", "write", "both")
+#: what a flush (fsync/fdatasync reaching the card) does with a volatile write cache
+FLUSH_MODES = ("honest", "liar")
 FAKE_MODES = ("wraparound", "drop")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -25,7 +27,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: Settings :meth:`EmulatedCard.set` accepts (all live; applied atomically on the server).
 LIVE_SETTINGS = (
     "write_rate", "read_rate", "latency", "cache_bytes", "cache_rate", "cache_idle",
-    "errors", "paced", "turnaround",
+    "errors", "paced", "turnaround", "volatile_bytes", "drain_rate", "flush", "pull_damage",
 )
 
 
@@ -111,6 +113,18 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
                 raise UsageError(f"cache_bytes must be >= 0, got {value!r}")
         elif key == "errors":
             out[key] = parse_errors(value)
+        elif key == "volatile_bytes":
+            out[key] = _int(value, key)
+            if out[key] < 0 or out[key] % SECTOR:
+                raise UsageError(f"volatile_bytes must be a multiple of 512 B >= 0, got {value!r}")
+        elif key == "drain_rate":
+            out[key] = _rate(value, key, optional=True)
+        elif key == "flush":
+            if value not in FLUSH_MODES:
+                raise UsageError(f"flush must be honest or liar, got {value!r}")
+            out[key] = value
+        elif key == "pull_damage":
+            out[key] = tuple((r.start, r.end) for r in parse_errors(value))
         elif key == "paced":
             out[key] = bool(value)
     return out
@@ -132,6 +146,15 @@ class CardSpec:
                 0 / None disables it. The cache starts full.
     errors      ``[(start, end, kind), ...]``: I/O touching ``[start, end)`` fails with EIO;
                 kind is "read", "write" or "both".
+    volatile_bytes / drain_rate / flush
+                a volatile write cache (RAM on the card): a write is acknowledged once it is
+                in the cache (waiting for room when it is full) and reaches the backing store
+                in the background at ``drain_rate``, in order. A flush waits until the cache
+                is empty (``flush="honest"``) or returns at once (``"liar"``). A pull
+                (:meth:`EmulatedCard.pull`) loses what the cache still holds; the write being
+                drained at that moment is cut at a sector (torn). 0 disables it.
+    pull_damage ``[(start, end), ...]``: a pull scrambles these bytes of the backing store
+                (old data damaged by a power cut, as in Zheng et al., FAST 2013).
     name        card file name on the FUSE mount (letters, digits, ``_.-``).
     """
 
@@ -146,6 +169,10 @@ class CardSpec:
     cache_idle: float = 1.0
     errors: tuple[ErrorRange, ...] = field(default_factory=tuple)
     name: str = "card0"
+    volatile_bytes: int = 0
+    drain_rate: float | None = None
+    flush: str = "honest"
+    pull_damage: tuple[tuple[int, int], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         # Normalise and validate; frozen, so go through object.__setattr__.
@@ -167,11 +194,15 @@ class CardSpec:
             "write_rate": self.write_rate, "read_rate": self.read_rate, "latency": self.latency,
             "cache_bytes": self.cache_bytes, "cache_rate": self.cache_rate,
             "cache_idle": self.cache_idle, "errors": self.errors,
+            "volatile_bytes": self.volatile_bytes, "drain_rate": self.drain_rate, "flush": self.flush,
+            "pull_damage": self.pull_damage,
         })
         for key, value in settings.items():
             object.__setattr__(self, key, value)
         if self.cache_bytes and self.cache_rate is None:
             raise UsageError("a write cache (cache_bytes > 0) needs a cache_rate")
+        if self.volatile_bytes and self.drain_rate is None:
+            raise UsageError("a volatile write cache (volatile_bytes > 0) needs a drain_rate")
 
     @property
     def kept(self) -> int:
@@ -184,6 +215,7 @@ class CardSpec:
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["errors"] = [e.to_list() for e in self.errors]
+        d["pull_damage"] = [list(r) for r in self.pull_damage]
         return d
 
     @classmethod

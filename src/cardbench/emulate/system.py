@@ -237,9 +237,9 @@ def still_ours(devices, directory: str | os.PathLike) -> list[str]:
     return out
 
 
-def attach_loop(path: str | os.PathLike) -> str:
-    """``losetup -f --show --direct-io=on path``; checks direct I/O is really on."""
-    proc = run(["losetup", "-f", "--show", "--direct-io=on", str(path)])
+def attach_loop(path: str | os.PathLike, *, read_only: bool = False) -> str:
+    """``losetup -f --show --direct-io=on path`` (``-r``: read-only); checks direct I/O is really on."""
+    proc = run(["losetup", "-f", "--show", "--direct-io=on", *(["-r"] if read_only else []), str(path)])
     device = proc.stdout.strip()
     if not device.startswith("/dev/loop"):
         raise CommandFailed(f"losetup printed no loop device for {path}: {proc.stdout!r}")

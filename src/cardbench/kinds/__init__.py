@@ -70,11 +70,13 @@ from cardbench.kinds.registry import (
 
 # the built-in kinds register themselves, in this order (the registry above never imports them)
 from cardbench.kinds import result as _result, verify as _verify, probe as _probe, session as _session  # noqa: E402,F401,I001  isort: skip
+from cardbench.kinds import pulltest as _pulltest  # noqa: E402,F401,I001  isort: skip
 
 RESULT, VERIFY, PROBE, SESSION = _result.RESULT, _verify.VERIFY, _probe.PROBE, _session.SESSION
+PULLTEST = _pulltest.PULLTEST
 RESULT_SCHEMA, VERIFY_SCHEMA, PROBE_SCHEMA, SESSION_SCHEMA = (RESULT.schema, VERIFY.schema, PROBE.schema,
                                                               SESSION.schema)
 
 __all__ = ["Kind", "Link", "Table", "RECORDS", "register", "unregister", "kinds", "kind_names", "kind_named",
            "kind_for_schema", "kind_of", "document_of", "describe", "count_items", "RESULT", "VERIFY", "PROBE",
-           "SESSION", "RESULT_SCHEMA", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA"]
+           "SESSION", "PULLTEST", "RESULT_SCHEMA", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA"]
