@@ -16,7 +16,7 @@ from cardbench.errors import DeviceFault
 from cardbench.measured import keep_measured
 from cardbench.pulltest import MIXES, PowerSwitch, PullOptions, resume_pulltest, run_pulltest
 from cardbench.record import check_store
-from cardbench.target import open_target
+from cardbench.target import open_device_target
 
 
 @click.command("pulltest", epilog=params.examples(
@@ -54,7 +54,7 @@ def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, 
     pull the card out (or cuts its power), waits for it to come back on any device name, finds it
     by the UUID written on it, reads everything back and says which acknowledged writes it lost.
     """
-    target = open_target(device, kinds=("device",), write=True, whole_device=True)
+    target = open_device_target(device, whole_device=True)
     switch = PowerSwitch(power_cut) if power_cut else None
     opts = PullOptions(cycles=cycles, after=after, prompt=not no_prompt, timeout=timeout, mix=mix,
                        cut=switch.cut if switch else None, restore=switch.restore if switch else None,
