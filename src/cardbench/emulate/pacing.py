@@ -18,6 +18,16 @@ the bus is never idle and this plays no role.
 Write cache: after no write for ``cache_idle`` seconds the cache is full again; the next
 ``cache_bytes`` written go at ``cache_rate``, the rest at ``write_rate``. The cache starts full.
 
+Flash geometry (off unless the spec sets ``au_bytes``): a request that crosses an AU boundary
+takes ``au_cross`` seconds more, one that crosses a page boundary (and no AU boundary)
+``page_cross`` more. A write that opens an AU beyond the ``open_aus`` the card keeps open closes
+the least recently written one and costs ``gc_seconds`` (a garbage collection); an AU written out
+of order (not where its last write ended, or not from its start) counts against
+``open_aus_random`` as well. The first ``fat_aus`` AUs are FAT-tuned: free of both. These extra
+seconds are added after the turnaround credit and counted from the request's arrival at the
+earliest, so they are never credited away: the answer comes at least that much after the request
+(a loaded machine only adds to it).
+
 Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of the backing file
 (``real_size`` bytes): past ``real_size`` offsets wrap around (mod ``real_size``) or are dropped.
 """
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +94,9 @@ class Counters:
     bytes_dropped: int = 0    # written past real_size on a "drop" card
     bytes_wrapped: int = 0    # written past real_size on a "wraparound" card
     eio: int = 0              # requests answered with EIO
+    au_crossings: int = 0     # requests that crossed an AU boundary (geometry)
+    page_crossings: int = 0   # requests that crossed a page boundary and no AU boundary
+    garbage_collections: int = 0  # AUs closed to open another (open_aus exceeded)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -121,6 +135,16 @@ class CardModel:
         self.cache_left = spec.cache_bytes
         self.last_write_end: float | None = None
         self.counters = Counters()
+        self.au_bytes = spec.au_bytes
+        self.page_bytes = spec.page_bytes
+        self.au_cross = spec.au_cross
+        self.page_cross = spec.page_cross
+        self.open_aus = spec.open_aus
+        self.open_aus_random = spec.open_aus_random if spec.open_aus_random is not None else spec.open_aus
+        self.gc_seconds = spec.gc_seconds
+        self.fat_aus = spec.fat_aus
+        #: open AUs, least recently written first: AU index -> [where the last write ended, out of order]
+        self.open_units: OrderedDict[int, list] = OrderedDict()
 
     # -- settings -----------------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> None:
@@ -143,6 +167,9 @@ class CardModel:
             "cache_bytes": self.cache_bytes, "cache_rate": self.cache_rate, "cache_idle": self.cache_idle,
             "errors": [e.to_list() for e in self.errors],
             "paced": self.paced, "yanked": self.yanked,
+            "au_bytes": self.au_bytes, "page_bytes": self.page_bytes, "au_cross": self.au_cross,
+            "page_cross": self.page_cross, "open_aus": self.open_aus, "open_aus_random": self.open_aus_random,
+            "gc_seconds": self.gc_seconds, "fat_aus": self.fat_aus,
         }
 
     def status(self) -> dict[str, Any]:
@@ -182,6 +209,52 @@ class CardModel:
         self.counters.bytes_cached += fast
         return fast / (self.cache_rate or self.write_rate) + (n - fast) / self.write_rate
 
+    def geometry_seconds(self, op: str, offset: int, length: int) -> float:
+        """Extra seconds the card's geometry adds to this request (and its open-AU bookkeeping)."""
+        au = self.au_bytes
+        if not au or length <= 0:
+            return 0.0
+        c = self.counters
+        extra = 0.0
+        last = offset + length - 1
+        first_au, last_au = offset // au, last // au
+        if first_au != last_au:
+            c.au_crossings += 1
+            extra += self.au_cross
+        elif self.page_bytes and offset // self.page_bytes != last // self.page_bytes:
+            c.page_crossings += 1
+            extra += self.page_cross
+        if op == "write" and self.open_aus:
+            for unit in range(first_au, last_au + 1):
+                start = max(offset, unit * au) - unit * au
+                end = min(offset + length, (unit + 1) * au) - unit * au
+                extra += self._write_unit(unit, start, end)
+        return extra
+
+    def _write_unit(self, unit: int, start: int, end: int) -> float:
+        """A write of ``[start, end)`` inside AU ``unit``: the garbage collections it costs."""
+        if unit < self.fat_aus:
+            return 0.0
+        units = self.open_units
+        gcs = 0
+        entry = units.get(unit)
+        if entry is None:
+            if len(units) >= self.open_aus:
+                units.popitem(last=False)
+                gcs += 1
+            entry = units[unit] = [0, False]
+        else:
+            units.move_to_end(unit)
+        if start != entry[0] and not entry[1]:
+            entry[1] = True
+            shuffled = [u for u, e in units.items() if e[1]]
+            if len(shuffled) > self.open_aus_random:
+                del units[shuffled[0]]
+                gcs += 1
+        entry[0] = end
+        self.counters.garbage_collections += gcs
+        return gcs * self.gc_seconds
+
     def request(self, op: str, offset: int, length: int, now: float) -> Verdict:
         """Book one read/write; caller holds ``reader.lock``. ``op`` is "read" or "write"."""
         c = self.counters
@@ -205,6 +278,7 @@ class CardModel:
         if error:
             c.eio += 1
         pieces = [] if error else self.map(offset, length)
+        extra = 0.0 if error else self.geometry_seconds(op, offset, length)
         if not self.paced:
             # due now: its answer is no lateness to credit to the next paced request
             self.bus.due_at = max(self.bus.due_at, now)
@@ -218,6 +292,10 @@ class CardModel:
         else:
             seconds = length / self.read_rate
         _, finish = self.bus.book(now, self.latency + seconds, turnaround)
+        if extra:   # after the turnaround credit, from the request's arrival: never credited away
+            finish = max(finish, now) + extra
+            self.bus.free_at = finish
+            self.bus.busy += extra
         if op == "write":
             self.last_write_end = finish
         # The reader link (shared by all cards behind the reader).
