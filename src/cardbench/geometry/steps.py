@@ -32,7 +32,7 @@ MIN_NOISE = 1e-6
 #: F1 at or above: high confidence (with Z_HIGH); at or above F1_LOW: low; below: none
 F1_HIGH, F1_LOW = 0.9, 0.75
 #: robust z of the step: high, low
-Z_HIGH, Z_LOW = 10.0, 6.0
+Z_HIGH, Z_LOW = 5.0, 3.5
 
 
 @dataclass
