@@ -216,6 +216,7 @@ _COMMANDS = [
     ("cardbench.cli.drawer_cmd", "drawer"),
     ("cardbench.cli.serve_cmd", "serve"),
     ("cardbench.cli.share_cmd", "share"),
+    ("cardbench.cli.geometry_cmd", "geometry"),
 ]
 for _module, _attr in _COMMANDS:
     _attach(_module, _attr)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cardbench.geometry.doc import size_text
 from cardbench.geometry.partitions import PartitionInfo, partition_path
-from cardbench.units import fmt_size
 
 KiB, MiB = 1 << 10, 1 << 20
 SECTOR = 512
@@ -38,9 +38,6 @@ F2FS_LOGS = (2, 4, 6)
 #: SDHC (FAT32) up to here; SDXC (exFAT) above [S12 p21]
 FAT32_LIMIT = 34_359_738_368
 
-
-def _size(n: int) -> str:
-    return fmt_size(n, True).replace(".0 ", " ")
 
 
 def spec_alignment(size: int) -> int:
@@ -70,13 +67,13 @@ def advise(device: str, size: int, *, au: int | None, au_basis: str | None, page
         if not aligned:
             nxt = -(-p.start_bytes // align) * align
             entry["fix"] = repartition if len(partitions) == 1 else (
-                f"move partition {p.number} to start at sector {nxt // SECTOR} ({_size(nxt)})")
-            lines.append(f"partition {p.number} ({p.path}) starts at {_size(p.start_bytes)} (sector "
-                         f"{p.start_bytes // SECTOR}), not on a {_size(align)} AU boundary: the card's AUs straddle "
+                f"move partition {p.number} to start at sector {nxt // SECTOR} ({size_text(nxt)})")
+            lines.append(f"partition {p.number} ({p.path}) starts at {size_text(p.start_bytes)} (sector "
+                         f"{p.start_bytes // SECTOR}), not on a {size_text(align)} AU boundary: the card's AUs straddle "
                          f"it, so writes near its start cost two AUs. Fix (erases the card; copy its files off "
                          f"first): {entry['fix']}, then make the filesystem again (below).")
         else:
-            lines.append(f"partition {p.number} ({p.path}) starts at {_size(p.start_bytes)}, on a {_size(align)} "
+            lines.append(f"partition {p.number} ({p.path}) starts at {size_text(p.start_bytes)}, on a {size_text(align)} "
                          f"AU boundary: good.")
         parts.append(entry)
     if not partitions:
@@ -96,11 +93,11 @@ def advise(device: str, size: int, *, au: int | None, au_basis: str | None, page
         "ext4": f"mkfs.ext4 -b 4096 -E stride={ext_stride},stripe_width={ext_stripe} {target}",
         "f2fs": f"mkfs.f2fs -s {segs} {target} && mount -o active_logs={logs} {target} /mnt",
     }
-    lines.append(f"clusters: {_size(fat_cluster)} for FAT32 ({commands['vfat']}), {_size(cluster)} for exFAT "
-                 f"({commands['exfat']}): at least 32 KiB" + (f" and a page ({_size(page)})" if page else "") + ".")
-    lines.append(f"ext4: {commands['ext4']} (stripe_width = the {_size(align)} AU in 4 KiB blocks).")
+    lines.append(f"clusters: {size_text(fat_cluster)} for FAT32 ({commands['vfat']}), {size_text(cluster)} for exFAT "
+                 f"({commands['exfat']}): at least 32 KiB" + (f" and a page ({size_text(page)})" if page else "") + ".")
+    lines.append(f"ext4: {commands['ext4']} (stripe_width = the {size_text(align)} AU in 4 KiB blocks).")
     f2fs = f"f2fs: {commands['f2fs']} (a section of {segs} x 2 MiB segments"
-    f2fs += " = the AU)" if align % F2FS_SEGMENT == 0 else f"; the {_size(align)} AU is not a multiple of 2 MiB)"
+    f2fs += " = the AU)" if align % F2FS_SEGMENT == 0 else f"; the {size_text(align)} AU is not a multiple of 2 MiB)"
     if open_linear is None:
         f2fs += "; active_logs=2 is safe, --write finds how many AUs the card keeps open"
     elif open_linear < 2:

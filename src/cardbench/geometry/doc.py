@@ -23,8 +23,14 @@ from typing import Any
 
 from cardbench import __version__
 from cardbench.result import host_info, now_iso
+from cardbench.units import fmt_size
 
 SCHEMA = "cardbench.geometry/1"
+
+
+def size_text(n: int | None) -> str:
+    """A binary size as people write AUs: "4 MiB", "1.5 MiB", "16 KiB" ("-" for None)."""
+    return "-" if n is None else fmt_size(n, True).replace(".0 ", " ")
 
 
 def new_doc() -> dict[str, Any]:

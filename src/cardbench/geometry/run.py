@@ -20,16 +20,15 @@ from cardbench.devices.lock import target_lock
 from cardbench.devices.preserve import Preserver, restore_held
 from cardbench.devices.safety import check_destructive, confirm, open_exclusive
 from cardbench.engine.data import DataFile
-from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
+from cardbench.errors import Interrupted, TargetError, UsageError
 from cardbench.geometry import writes
 from cardbench.geometry.advice import advise
-from cardbench.geometry.doc import new_doc
+from cardbench.geometry.doc import new_doc, size_text
 from cardbench.geometry.partitions import partitions_of
 from cardbench.geometry.timing import MAX_AU, REPEATS, ReadPass, read_pass, scan_reads
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, now_iso
 from cardbench.target import DeviceTarget, open_target
-from cardbench.units import fmt_size
 
 
 @dataclass
@@ -61,9 +60,6 @@ class GeometryOptions:
             raise UsageError(f"--au must be a positive multiple of 512 bytes, got {self.au}")
 
 
-def _size(n: int | None) -> str:
-    return fmt_size(n, True).replace(".0 ", " ")
-
 
 def declared_au(dev) -> tuple[int | None, str | None]:
     """(bytes, source) of the AU the card declares: SD Status AU_SIZE, else sysfs
@@ -86,13 +82,13 @@ def _answer(doc: dict, rp: ReadPass) -> str:
                 f"flat; the card shows no AU in its read timing, or the reader does not pass small reads "
                 f"through (its timing is flat at its own overhead)")
     else:
-        text = f"AU {_size(au)} ({doc['allocation_unit_confidence']} confidence)"
-        text += f", page {_size(page)} ({doc['page_confidence']})" if page else ", no page step found"
+        text = f"AU {size_text(au)} ({doc['allocation_unit_confidence']} confidence)"
+        text += f", page {size_text(page)} ({doc['page_confidence']})" if page else ", no page step found"
     declared = doc["declared_au_bytes"]
     if declared is None:
         text += "; the card declares no AU (only a native SD slot shows it)"
     else:
-        text += f"; the card declares {_size(declared)} ({doc['declared_au_source']})"
+        text += f"; the card declares {size_text(declared)} ({doc['declared_au_source']})"
         if doc["timing_agrees"] is not None:
             text += ", the timing agrees" if doc["timing_agrees"] else ", the timing disagrees"
     units = doc["open_units"]
@@ -170,7 +166,7 @@ def _fill_read(doc: dict, rp: ReadPass, dev) -> None:
             doc["notes"].append(f"{what}: {finding.reason}")
     doc["method"] = {"engine": "sync", "read_bytes": rp.read_bytes, "repeats": rp.repeats, "statistic": "minimum per read",
                      "cost": "straddling - (before + after) / 2", "au_candidates": "multiples of 512 KiB up to "
-                     + _size(rp.max_au), "au_boundaries": len(rp.au_scan.offsets),
+                     + size_text(rp.max_au), "au_boundaries": len(rp.au_scan.offsets),
                      "page_candidates": "multiples of 2 KiB from 4 KiB to 256 KiB",
                      "page_boundaries": len(rp.page_scan.offsets), "read_seconds": round(rp.seconds, 3),
                      "read_floor_seconds": round(rp.read_floor, 9)}

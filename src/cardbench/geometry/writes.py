@@ -39,6 +39,8 @@ ROUNDS = 6
 MAX_OPEN = 12
 #: the first AUs looked at by the FAT test
 FAT_LOOK = 8
+#: the FAT test leaves the first MiB alone (the partition table), as the quick verify does
+KEEP = 1 * MiB
 #: a median write time this many times the plain one is a collapse (garbage collection per write)
 COLLAPSE = 2.0
 #: ... and this many times, confirmed by the next N: high confidence
@@ -186,7 +188,8 @@ def fat_units(w: Writer, size: int, au: int, open_count: int | None, *, rounds: 
     reference = others_first + open_count + 1
 
     def one(unit: int) -> float:
-        picks = [rng.randrange(0, au // SMALL) * SMALL for _ in range(rounds)]
+        low = KEEP // SMALL if unit == 0 and au >= 2 * KEEP else 0     # the partition table stays
+        picks = [rng.randrange(low, au // SMALL) * SMALL for _ in range(rounds)]
         plan = [(unit * au + p, SMALL) for p in picks]
         for u in others:
             plan += [(u * au + (pointer[u] + r * SMALL) % au, SMALL) for r in range(rounds)]
