@@ -33,7 +33,7 @@ import uuid
 from typing import Any, Iterable
 
 from cardbench.result import Card, Reader, now_iso
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA
+from cardbench.kinds import PROBE_SCHEMA, SESSION_SCHEMA
 
 FINDING_KEYS = ("kind", "direction", "ceiling_bytes_per_s", "confidence", "cards_at_ceiling", "evidence")
 VERDICT_KEYS = ("identity", "name", "cards", "ceiling_bytes_per_s", "direction", "cards_at_ceiling", "confidence", "kind",

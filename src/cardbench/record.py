@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from cardbench import kinds
 from cardbench.errors import CardbenchError, NotStored, StoreError
 from cardbench.result import Result
 from cardbench.store import outbox
@@ -61,8 +62,8 @@ class Recorded:
 
 def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike | None = None, *,
            show: Callable[[], None] | None = None) -> Recorded:
-    """Store ``items`` (a Result, a ``cardbench.verify/1``, ``cardbench.probe/1`` or
-    ``cardbench.session/1`` document, or a list of them) in ``db``,
+    """Store ``items`` (a Result, a document of another kind of :mod:`cardbench.kinds`: a
+    ``cardbench.verify/1``, ``cardbench.probe/1``, ``cardbench.session/1``, ..., or a list of them) in ``db``,
     or keep them in the outbox; ``show()`` is called in between (see the module docstring)."""
     todo = [items] if isinstance(items, (Result, dict)) else list(items)
     for it in todo:
@@ -74,10 +75,7 @@ def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike
             rec.location = store.location
             moved = _flush_quietly(store, key)
             for it in todo:
-                if isinstance(it, Result):
-                    store.save(it)
-                else:
-                    getattr(store, outbox.SAVE_METHOD[outbox.kind_of(it)])(outbox.document_of(it))
+                store.save_record(outbox.document_of(it) if isinstance(it, dict) else it)
             rec.stored = True
             try:
                 _rejudge(store, [*moved, *todo], todo)
@@ -132,10 +130,7 @@ class Synced:
     warnings: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        counts: dict[str, int] = {}
-        for it in self.saved:
-            k = outbox.kind_of(it)
-            counts[k] = counts.get(k, 0) + 1
+        counts = kinds.count_items(self.saved)
         out = [f"stored {outbox.describe(counts)} from the outbox in {self.location}" if self.saved
                else f"the outbox holds nothing for {self.location}"]
         for where, n in sorted(self.elsewhere.items()):

@@ -28,9 +28,11 @@ from typing import Any, Iterable
 
 import click
 
+from cardbench import kinds
 from cardbench.errors import StoreError, UsageError
-from cardbench.result import Result
 from cardbench.store import outbox
+from cardbench.store.core import open_store
+from cardbench.store.export import EXPORT_SCHEMA, collect
 
 SHARE_ENV = "CARDBENCH_SHARE"
 TOKEN_ENV = "CARDBENCH_TOKEN"
@@ -51,7 +53,7 @@ class Refused(UsageError):
 
 
 class Uploader:
-    """A station server as the outbox sees a store: save, save_verify, save_probe, save_session."""
+    """A station server as the outbox sees a store: ``save_record`` (any kind of record)."""
 
     def __init__(self, url: str, token: str | None, timeout: float = TIMEOUT):
         if not url.startswith(("http://", "https://")):
@@ -87,15 +89,10 @@ class Uploader:
         with urllib.request.urlopen(req, timeout=self.timeout) as resp:
             resp.read()
 
-    def save(self, result: Result) -> str:
-        self.post(result.to_dict())
-        return result.id
-
-    def _doc(self, doc: dict) -> str:
+    def save_record(self, item: Any) -> str:
+        doc = kinds.document_of(item)
         self.post(doc)
         return str(doc.get("id"))
-
-    save_verify = save_probe = save_session = _doc
 
 
 #: what the running command's --share / --token said (set by :func:`share_options` at each
@@ -127,7 +124,7 @@ class Shared:
 
 
 def share_items(items: Iterable, url: str | None = None, token: str | None = None) -> Shared | None:
-    """Upload ``items`` (results, verify/probe/session documents) after what waits in the outbox
+    """Upload ``items`` (records of the kinds that are shared) after what waits in the outbox
     for this server; each that cannot be sent now is kept in the outbox. None when not sharing."""
     url, token = destination(url, token)
     if not url:
@@ -140,10 +137,11 @@ def share_items(items: Iterable, url: str | None = None, token: str | None = Non
     except StoreError as e:
         out.error = e.message
     for it in items:
+        if not kinds.kind_of(it).shared:
+            continue
         try:
             if out.error is None:
-                getattr(up, outbox.SAVE_METHOD[outbox.kind_of(it)])(outbox.document_of(it)
-                                                                     if not isinstance(it, Result) else it)
+                up.save_record(it)
                 out.sent += 1
                 continue
         except Refused as e:
@@ -170,26 +168,16 @@ def sync_share(url: str | None = None, token: str | None = None) -> list[str]:
     except StoreError as e:
         left = outbox.waiting(key)
         raise StoreError(f"{e.message}; {outbox.describe(left)} stay in the outbox") from None
-    lines = [f"shared {outbox.describe(_counts(done.saved))} from the outbox with {up.url}" if done.saved
+    lines = [f"shared {outbox.describe(kinds.count_items(done.saved))} from the outbox with {up.url}" if done.saved
              else f"the outbox holds nothing for {up.url}"]
     if done.bad:
         lines.append(f"{len(done.bad)} refused and set aside as .bad: {', '.join(str(p) for p in done.bad[:3])}")
     return lines
 
 
-def _counts(items: list) -> dict[str, int]:
-    c: dict[str, int] = {}
-    for it in items:
-        k = outbox.kind_of(it)
-        c[k] = c.get(k, 0) + 1
-    return c
-
-
 def share_store(db: Any, url: str | None = None, token: str | None = None, *, batch: int = 200,
                 **filters: Any) -> Shared:
     """``cardbench share``: send what a local store holds (results in batches, documents one by one)."""
-    from cardbench.store.core import open_store
-    from cardbench.store.export import EXPORT_SCHEMA, collect
     url, token = destination(url, token)
     if not url:
         raise UsageError("--share URL (or CARDBENCH_SHARE) names the server")
@@ -197,13 +185,16 @@ def share_store(db: Any, url: str | None = None, token: str | None = None, *, ba
     with open_store(db) as store:
         doc = collect(store, **filters)
     out = Shared()
-    results = doc["results"]
+    results = doc[kinds.RESULT.section] if kinds.RESULT.shared else []
+    empty: dict[str, list] = {k.section: [] for k in kinds.kinds()}
     for i in range(0, len(results), batch):
         part = results[i:i + batch]
-        up.post({"schema": EXPORT_SCHEMA, "cards": [], "results": part, "verify": [], "probes": [], "sessions": []})
+        up.post({"schema": EXPORT_SCHEMA, "cards": [], **empty, kinds.RESULT.section: part})
         out.sent += len(part)
-    for key in ("verify", "probes", "sessions"):
-        for d in doc[key]:
+    for k in kinds.kinds():
+        if k.table.native or not k.shared:
+            continue
+        for d in doc[k.section]:
             try:
                 up.post(d)
                 out.sent += 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from cardbench import kinds
 from cardbench.cli import params
 from cardbench.errors import UsageError
 from cardbench.importers import FORMATS as IMPORT_FORMATS
@@ -60,8 +61,10 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
                                                        "then its row and verdicts).")
 @click.option("-v", "--verbose", is_flag=True, hidden=True, help="Accepted for symmetry with run (--id is verbose).")
 def results(db, card, reader, since, until, test_name, complete, sort, out, mib, run_id, verbose):
-    """List stored results as the drawer table: one row per run, then verify verdicts."""
+    """List stored results as the drawer table: one row per run, then verify verdicts and the
+    other records (one line each); --json: every kind of record (cardbench.export/2)."""
     from cardbench.report import render
+    from cardbench.report.records import render_records
     from cardbench.report.answer import render_run
 
     with params.open_to_read(db) as store:
@@ -74,15 +77,16 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
                                    complete=complete, sort=sort))
         else:
             found = _query(store, card, reader, since, until, test_name, complete, sort)
-            verify_docs = store.verify_results(card=card, reader=reader, since=since, until=until) \
-                if out.fmt in ("table", "md") else []
+            # below the runs, the records of every kind listed (cardbench.kinds), each kind its table
+            listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
+                      for k in kinds.kinds() if k.listed] if out.fmt in ("table", "md") else []
     if out.fmt == "json":
         out.echo(text, nl=False)
     else:
         out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
-    if out.fmt != "json" and verify_docs:
-        from cardbench.report.verify import render_verify
-        out.echo(render_verify(verify_docs, out.fmt, width=out.width), nl=False)
+        for k, docs in listed:
+            if docs:
+                out.echo(render_records(k, docs, out.fmt, width=out.width), nl=False)
     from cardbench.record import waiting_notice
     notice = waiting_notice(db)
     if notice and not out.quiet:    # on stderr: stdout stays one JSON document with --json
@@ -202,8 +206,7 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
         from cardbench.store.export import counts, import_records
         location = import_records(rep.export, db, path=file)
         c = rep.export
-        out.echo(f"saved {counts({'results': c.results, 'verify': c.verify, 'probes': c.probes, 'sessions': c.sessions})}"
-                 f" to {location}")
+        out.echo(f"saved {counts(c.sections())} to {location}")
         from cardbench.cli.ui import error_line
         from cardbench.share import destination, share_items
         shared = share_items(c.items())

@@ -38,10 +38,12 @@ import json
 import os
 from pathlib import Path
 
+from cardbench import kinds
 from cardbench.errors import UsageError
 from cardbench.fiojson import load_fio_json
 from cardbench.importers.base import DEFAULT_FILE_SIZE, DEFAULT_FILE_SIZE_TEXT, ImportReport, Skipped
 from cardbench.importers.checks import Flag
+from cardbench.kinds.result import shape_problem as _shape_problem  # noqa: F401  (the result kind's shape check)
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card
 
@@ -101,7 +103,7 @@ def _sniffers():
 
 def _json_kind(doc) -> str:
     if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(
-            ("cardbench.result", "cardbench.export/", "cardbench.verify/", "cardbench.probe/", "cardbench.session/")):
+            ("cardbench.result", "cardbench.export/", *(k.family for k in kinds.kinds()))):
         return "cardbench"
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and d.get("schema") == RESULT_SCHEMA for d in doc):
         return "cardbench"
@@ -118,74 +120,10 @@ def import_cardbench(doc, *, path: str) -> ImportReport:
     from cardbench.store.export import read_export
     contents = read_export(doc, path=path, result_problem=_shape_problem)
     report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
-                          documents=[*contents.probes, *contents.sessions])
+                          documents=[it for it in contents.items() if isinstance(it, dict)
+                                     and it.get("schema") != kinds.VERIFY_SCHEMA])
     report.export = contents
     return report
-
-
-def _shape_problem(d) -> str | None:
-    """What in a cardbench.result/1 document has the wrong type (None when every field has the
-    type the store and the reports rely on): a hand-edited or foreign file is refused in one line."""
-    import math
-
-    def num(x, positive=False) -> bool:
-        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-        return ok and (x > 0 if positive else x >= 0)
-
-    if not isinstance(d, dict):
-        return "not a JSON object"
-    for k in ("target", "host", "tool"):
-        if d.get(k) is not None and not isinstance(d[k], dict):
-            return f"'{k}' must be an object"
-    for k in ("id", "error", "started_at", "finished_at", "source"):
-        if d.get(k) is not None and not isinstance(d[k], str):
-            return f"'{k}' must be text"
-    for k, numeric in (("card", ("capacity_bytes",)), ("reader", ("link_speed_mbit",))):
-        v = d.get(k)
-        if v is None:
-            continue
-        if not isinstance(v, dict):
-            return f"'{k}' must be an object"
-        for f, x in v.items():
-            if f == "ata":
-                if x is not None and not isinstance(x, dict):
-                    return f"'{k}.ata' must be an object"
-                continue
-            if f != "identity" and x is not None and not (num(x) if f in numeric else isinstance(x, str)):
-                return f"'{k}.{f}' must be {'a number' if f in numeric else 'text'}"
-    for k in ("warnings", "claims", "tests"):
-        if d.get(k) is not None and not isinstance(d[k], list):
-            return f"'{k}' must be a list"
-    if not all(isinstance(w, str) for w in d.get("warnings") or []):
-        return "'warnings' must be a list of text"
-    if not all(isinstance(c, dict) for c in d.get("claims") or []):
-        return "'claims' must be a list of objects"
-    for n, t in enumerate(d.get("tests") or [], 1):
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-            return f"test #{n} must be an object with a 'name'"
-        for k in ("method", "extra"):
-            if t.get(k) is not None and not isinstance(t[k], dict):
-                return f"test #{n}: '{k}' must be an object"
-        if t.get("limited_by") is not None and not isinstance(t["limited_by"], str):
-            return f"test #{n}: 'limited_by' must be text"
-        if not isinstance(t.get("warnings") or [], list) or not all(isinstance(w, str) for w in t.get("warnings") or []):
-            return f"test #{n}: 'warnings' must be a list of text"
-        for k in ("runs", "warmup"):
-            runs = t.get(k) or []
-            if not isinstance(runs, list):
-                return f"test #{n}: '{k}' must be a list"
-            for r in runs:
-                if not isinstance(r, dict) or not num(r.get("bytes")) or not num(r.get("seconds"), positive=True):
-                    return f"test #{n}: every run needs 'bytes' >= 0 and 'seconds' > 0"
-                if r.get("ops") is not None and not num(r["ops"]) or \
-                        r.get("offset") is not None and not num(r["offset"]):
-                    return f"test #{n}: a run's 'ops' and 'offset' must be numbers"
-                if r.get("latency_s") is not None and not (isinstance(r["latency_s"], dict) and
-                                                           all(num(v) for v in r["latency_s"].values())):
-                    return f"test #{n}: a run's 'latency_s' must map percentiles to seconds"
-                if r.get("extra") is not None and not isinstance(r["extra"], dict):
-                    return f"test #{n}: a run's 'extra' must be an object"
-    return None
 
 
 def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file_size: int | str | None = None,

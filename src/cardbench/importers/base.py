@@ -11,6 +11,7 @@ from typing import Any
 from cardbench import __version__
 from cardbench.errors import UsageError
 from cardbench.importers.checks import Flag, Printed, check_row
+from cardbench.kinds.verify import summary as verify_line  # noqa: F401  (one line for a verify document)
 from cardbench.result import Card, Reader, Result, Run, TestResult, beyond_store
 from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
 
@@ -55,7 +56,7 @@ class ImportReport:
     audit_notes: list[Flag] = field(default_factory=list)
     #: the rule the audit followed, in words (None: each figure against its raw data)
     audit_rule: str | None = None
-    #: a cardbench export's reader probes and drawer sessions (cardbench.probe/1, cardbench.session/1)
+    #: a cardbench export's documents of the other kinds (cardbench.probe/1, cardbench.session/1, ...)
     documents: list[dict] = field(default_factory=list)
     #: a cardbench export, read whole (cardbench.store.export.Contents): stored in one transaction
     export: Any = None
@@ -68,8 +69,7 @@ class ImportReport:
             what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
         if self.export is not None:
             from cardbench.store.export import counts
-            c = self.export
-            what = counts({"results": c.results, "verify": c.verify, "probes": c.probes, "sessions": c.sessions})
+            what = counts(self.export.sections())
         out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
@@ -105,7 +105,7 @@ class ImportReport:
         """Save what was read into an open store (a cardbench export: all of it in one transaction)."""
         if self.export is not None:
             return store.save_all(self.export.items())
-        return [store.save(r) for r in self.results] + [store.save_verify(d) for d in self.verify_docs]
+        return [store.save_record(it) for it in [*self.results, *self.verify_docs]]
 
 
 def resolve_file_size(option: int | str | None, from_file: str | None) -> tuple[int, str]:
@@ -279,19 +279,3 @@ def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, to
     d["method"] = {"tool": tool, "algorithm": fields.pop("algorithm", None)}
     d.update(fields)
     return d
-
-
-def verify_line(doc: dict) -> str:
-    """One line for a verify document: verdict, kind, usable of announced, the fix."""
-    from cardbench.units import fmt_size
-    verdict = str(doc.get("verdict") or "?").upper()
-    kind = f" ({doc['kind']})" if doc.get("kind") and doc.get("verdict") == "counterfeit" else ""
-    usable = doc.get("usable_bytes")
-    line = f"verify: {verdict}{kind}"
-    if usable is not None:
-        line += f", usable {fmt_size(usable)} ({usable:,} B)"
-        if doc.get("announced_bytes"):
-            line += f" of {fmt_size(doc['announced_bytes'])} announced"
-    if doc.get("fix_command"):
-        line += f"; fix: {doc['fix_command']}"
-    return line

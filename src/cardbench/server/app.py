@@ -6,6 +6,10 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 ``GET  /api/v1/results`` and ``/api/v1/export``   the ``cardbench.export/2`` document (filters
                                                    ``card``, ``reader``, ``since``, ``until``, ``test``)
 ``GET  /api/v1/results/{id}``                      one ``cardbench.result/1`` document
+``GET  /api/v1/records/{kind}``                    the stored documents of one kind (``cardbench.kinds``:
+                                                   result, verify, probe, session, ...), oldest first
+                                                   (filters ``card``, ``reader``, ``since``, ``until``)
+``GET  /api/v1/records/{kind}/{id}``               one record of that kind
 ``POST /api/v1/records``                           store records (any document ``cardbench import``
                                                    reads); ``Authorization: Bearer <station token>``
 
@@ -31,9 +35,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from cardbench import kinds
 from cardbench.errors import CardbenchError, StoreError, UsageError
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
+from cardbench.store.export import collect, read_export
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
@@ -115,7 +121,6 @@ class Server:
 
     def store_records(self, station: str, raw: bytes):
         """Read, check and store one request's records (one transaction); returns (answer, contents)."""
-        from cardbench.store.export import read_export
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
@@ -236,13 +241,17 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def card(request: Request) -> Response:
         ident = request.path_params["identity"]
 
+        def names(k, d) -> bool:       # this card itself, not one whose words match its identity
+            return any((c.get("identity") or "") in (ident, "") for c, _ in k.cards(d) if isinstance(c, dict))
+
         def work(store):
             rs = store.results_of_cards([ident])
-            vd = [d for d in store.verify_results(card=ident)
-                  if isinstance(d.get("card"), dict) and (d["card"].get("identity") or "") in (ident, "")]
-            return rs, vd, stations_of(store, rs)
-        rs, vd, st = await run_in_threadpool(srv.call, work)
-        return HTMLResponse(pages.card_page(ident, rs, vd, st), status_code=200 if rs or vd else 404)
+            shown = [(k, [d for d in store.records(k.name, card=ident) if names(k, d)])
+                     for k in kinds.kinds() if k.listed]
+            return rs, shown, stations_of(store, rs)
+        rs, shown, st = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.card_page(ident, rs, shown, st),
+                            status_code=200 if rs or any(docs for _, docs in shown) else 404)
 
     async def model(request: Request) -> Response:
         key = request.path_params["key"]
@@ -316,7 +325,6 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return Response(pages.LIVE_JS, media_type="text/javascript")
 
     async def api_results(request: Request) -> Response:
-        from cardbench.store.export import collect
         f = filters(request)
         doc = await run_in_threadpool(srv.call, lambda store: collect(
             store, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
@@ -327,6 +335,23 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         rid = request.path_params["id"]
         r = await run_in_threadpool(srv.call, lambda store: store.get(rid))
         return JSONResponse(r.to_dict())
+
+    async def api_kind(request: Request) -> Response:
+        k = kinds.kind_named(request.path_params["kind"])      # UsageError: 400 naming the kinds
+        f = filters(request)
+        found = await run_in_threadpool(srv.call, lambda store: store.records(
+            k.name, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
+            until=f["until"] or None))
+        return JSONResponse({"schema": k.schema, "kind": k.name,
+                             "records": [d if k.item_type is dict else k.dump(d) for d in found]})
+
+    async def api_record(request: Request) -> Response:
+        k = kinds.kind_named(request.path_params["kind"])
+        rid = request.path_params["id"]
+        doc = await run_in_threadpool(srv.call, lambda store: store.stored_document(k.name, rid))
+        if doc is None:
+            raise HTTPError(404, f"no {k.noun} with id {rid!r}")
+        return JSONResponse(doc)
 
     async def api_records(request: Request) -> Response:
         token = _bearer(request)
@@ -388,6 +413,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/api/v1/export", guarded(api_results)),
         Route("/api/v1/results/{id}", guarded(api_result)),
         Route("/api/v1/records", guarded(api_records), methods=["POST"]),
+        Route("/api/v1/records/{kind}", guarded(api_kind)),
+        Route("/api/v1/records/{kind}/{id}", guarded(api_record)),
         Route("/api/v1/live", guarded(api_live), methods=["POST"]),
     ]
 

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from cardbench import __version__
+from cardbench.kinds import Kind
 from cardbench.report import html as rh
 from cardbench.report.drawer import cells, drawer_row, headers, legend
 from cardbench.report.readers import reader_title
@@ -141,8 +142,27 @@ def _when_labels(results: list[Result]) -> list[str]:
     return [f"{r.started_at[:16].replace('T', ' ')} ({r.id[:6]})" for r in results]
 
 
-def card_page(identity: str, results: list[Result], verify_docs: list[dict], stations: dict[str, str]) -> str:
-    if not results and not verify_docs:
+#: kinds a card page shows with a table of their own (heading, renderer); the other listed kinds
+#: (cardbench.kinds) as one line each: when, and the answer in words
+CARD_TABLES = {"verify": ("Fake-capacity checks", rh._verify)}
+
+
+def records_section(kind: Kind, docs: list[dict]) -> str:
+    """The records of one kind on a card's page."""
+    heading, render = CARD_TABLES.get(kind.name, (f"{kind.title[:1].upper()}{kind.title[1:]}s", None))
+    if render is not None:
+        return f"<h2>{_e(heading)}</h2>" + render(docs)
+    rows = "".join(f"<tr><td>{_e(str(kind.created(d) or '-')[:16].replace('T', ' '))}</td>"
+                   f"<td>{_e(kind.summary(d))}</td></tr>" for d in docs)
+    return (f"<h2>{_e(heading)}</h2><table><thead><tr><th>When</th><th>Answer</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
+def card_page(identity: str, results: list[Result], records: list[tuple[Kind, list[dict]]],
+              stations: dict[str, str]) -> str:
+    """A card's page: its runs, then the records of every listed kind that name it."""
+    records = [(k, docs) for k, docs in records if docs]
+    if not results and not records:
         return page("No such card", f"<p>No record names card {_e(identity)}.</p>")
     title = rh.card_label(results[-1]) if results else identity
     body = [f"<p class=meta>Card <code>{_e(identity)}</code>"]
@@ -159,8 +179,7 @@ def card_page(identity: str, results: list[Result], verify_docs: list[dict], sta
                               rate_unit=RATE_UNIT, color="#2e8b57", chart_id="read-chart"))
         body.append("<h2>Verdicts</h2>" + _verdicts(results))
         body.append("<h2>Readers it went through</h2>" + rh._readers(results, RATE_UNIT))
-    if verify_docs:
-        body.append("<h2>Fake-capacity checks</h2>" + rh._verify(verify_docs))
+    body += [records_section(k, docs) for k, docs in records]
     return page(title, "\n".join(body))
 
 

@@ -7,10 +7,10 @@
             ...
 
 ``open_store(None | path | "sqlite:///path" | "postgresql://...")`` -> ``Store`` with ``save``,
-``results``, ``get``, ``delete``, ``save_verify``, ``verify_results``, ``save_probe``, ``probes``
-(cards read at once), ``save_session``, ``sessions`` (drawer sessions), ``save_all`` (any of them
-in one transaction), ``cards``, ``readers``, ``count``, ``check``, ``close`` (also a context
-manager). Schema and migrations: ``store.schema``; every kind out and back in: ``store.export``.
+``results``, ``get``, ``delete``, ``save_record`` and ``records(kind, ...)`` (a record of any kind of
+:mod:`cardbench.kinds`), ``save_verify``, ``verify_results``, ``save_probe``, ``probes`` (cards
+read at once), ``save_session``, ``sessions`` (drawer sessions), ``save_all`` (any of them in one
+transaction), ``cards``, ``readers``, ``count``, ``check``, ``close`` (also a context manager). Schema and migrations: ``store.schema``; every kind out and back in: ``store.export``.
 """
 
 from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA, Store, default_path, open_store

@@ -15,19 +15,15 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+from cardbench import kinds
 from cardbench.errors import StoreError, UsageError
-from cardbench.result import SCHEMA as RESULT_SCHEMA
+from cardbench.kinds import PROBE_SCHEMA, RESULT_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA  # noqa: F401  (re-exported)
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
 from cardbench.store.backends import (IN_CHUNK, Backend, PostgresBackend, SQLiteBackend, first_line,
                                       redact_url)
 from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
 
-VERIFY_SCHEMA = "cardbench.verify/1"
-#: cards read at once (``readers --probe``, a drawer session): the measured figures and the finding
-PROBE_SCHEMA = "cardbench.probe/1"
-#: a drawer session: which cards, in what order, with the session's reader verdict
-SESSION_SCHEMA = "cardbench.session/1"
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
 SAVE_ATTEMPTS = 6
@@ -492,7 +488,29 @@ class Store:
             problems.append(f"{orphans[0][0]} sample rows belong to no run")
         return problems
 
-    # -- fake-capacity verdicts ----------------------------------------------------------------
+    # -- every other kind of record (cardbench.kinds) ------------------------------------------
+
+    def save_record(self, item: Any, kind: str | None = None) -> str:
+        """Save (or replace, by id) one record of any kind (a Result, a verify, probe or session
+        document, or a kind registered later) in its own transaction; returns its id. ``kind``:
+        the kind it must be (``"verify"``), else a UsageError. A document without an ``id`` is
+        given one (in the stored copy; the caller's dict is not changed)."""
+        if kind is not None:
+            want = kinds.kind_named(kind)
+            if want.item_type is not dict and not isinstance(item, want.item_type):
+                raise UsageError(f"can only save a {want.item_type.__name__}, not {type(item).__name__}")
+            if want.item_type is dict and (not isinstance(item, dict) or item.get("schema") != want.schema):
+                got = item.get("schema") if isinstance(item, dict) else type(item).__name__
+                raise UsageError(f"not a {want.schema} document (schema={got!r})")
+        if isinstance(item, Result):
+            return self.save(item)
+        k, doc, text = self._prepare(item)
+
+        def tx():
+            with self._db.transaction():
+                self._write_document(k, doc, text)
+        self._run(f"saving a {k.noun}", tx, retry=True)
+        return str(doc["id"])
 
     def save_verify(self, doc: dict) -> str:
         """Save a ``cardbench.verify/1`` document (fake-capacity verdict); returns its id.
@@ -500,125 +518,113 @@ class Store:
         The document's ``card`` / ``reader`` (dicts as in a result) link it to cards and readers;
         a missing ``id`` is given one (in the stored copy; the caller's dict is not changed).
         """
-        return self._save_document(doc, VERIFY_SCHEMA, "verify document", self._save_verify_rows)
-
-    def _save_document(self, doc: dict, schema: str, what: str, rows) -> str:
-        """Save one document (``rows(doc, text)`` writes its rows) in its own transaction."""
-        doc, text = _prepared(doc, schema, what)
-
-        def tx():
-            with self._db.transaction():
-                rows(doc, text)
-        self._run(f"saving a {what}", tx, retry=True)
-        return str(doc["id"])
-
-    def _save_verify_rows(self, doc: dict, text: str) -> None:
-        b = self._db
-        created = doc.get("finished_at") or doc.get("started_at") or doc.get("created_at")
-        b.execute("DELETE FROM verify_results WHERE verify_id = ?", (str(doc["id"]),))
-        card_id = self._upsert_card(Card.from_dict(doc.get("card"))) if doc.get("card") else None
-        reader_id = self._upsert_reader(Reader.from_dict(doc.get("reader"))) if doc.get("reader") else None
-        b.execute("INSERT INTO verify_results (verify_id, card_id, reader_id, created_at, created_epoch, "
-                  "verdict, schema, document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  (str(doc["id"]), card_id, reader_id, created, q.epoch_of_iso(created),
-                   _text(doc.get("verdict")), VERIFY_SCHEMA, text, _now_iso()))
-
-    # -- reader evidence: probes and drawer sessions -------------------------------------------
+        return self.save_record(doc, "verify")
 
     def save_probe(self, doc: dict) -> str:
         """Save a ``cardbench.probe/1`` document (cards read at once; see ``cardbench.evidence``);
         returns its id. Its ``reader`` and each device's ``card`` link it to readers and cards."""
-        return self._save_document(doc, PROBE_SCHEMA, "reader probe", self._save_probe_rows)
+        return self.save_record(doc, "probe")
 
-    def _link_cards(self, kind: str, rid: str, entries: list) -> None:
+    def save_session(self, doc: dict) -> str:
+        """Save a ``cardbench.session/1`` document (a drawer session); returns its id."""
+        return self.save_record(doc, "session")
+
+    def _prepare(self, item: Any) -> tuple[kinds.Kind, Any, str]:
+        """(kind, the document, its JSON text) of an item to store; a document is copied and given
+        an ``id`` when it has none. UsageError when it is no kind's or cannot be JSON."""
+        k = kinds.kind_of(item)
+        if k.table.native:
+            doc = item.to_dict()
+            try:
+                return k, doc, json.dumps(doc, ensure_ascii=False)
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{k.noun} {item.id} cannot be stored as JSON: {first_line(e)}") from None
+        doc = dict(item)
+        doc.setdefault("id", uuid.uuid4().hex)
+        try:
+            text = json.dumps(doc, ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"{k.noun} cannot be stored as JSON: {first_line(e)}") from None
+        return k, doc, text
+
+    def _write_document(self, k: kinds.Kind, doc: dict, text: str) -> None:
+        """The rows of one document (inside the caller's transaction), as its kind's Table says:
+        its row (replacing the one of the same id), its card and reader upserted, its links."""
+        t = k.table
+        rid = str(doc["id"])
+        owner = " AND kind = ?" if t.kind_column else ""
+        self._db.execute(f"DELETE FROM {t.name} WHERE {t.id_column} = ?{owner}", (rid, k.name) if owner else (rid,))
+        created = k.created(doc)
+        cols: list[tuple[str, Any]] = [(t.id_column, rid)]
+        if t.kind_column:
+            cols.append(("kind", k.name))
+        card, reader = doc.get("card"), doc.get("reader")
+        if t.card_column:
+            cols.append(("card_id", self._upsert_card(Card.from_dict(card)) if isinstance(card, dict) and card else None))
+        if t.reader_column:
+            cols.append(("reader_id", self._upsert_reader(Reader.from_dict(reader))
+                         if isinstance(reader, dict) and reader else None))
+        cols += [(t.time_column.replace("_epoch", "_at"), created), (t.time_column, q.epoch_of_iso(created))]
+        cols += [(name, fn(doc)) for name, fn in t.columns]
+        if t.kind_column:
+            cols.append(("summary", _summary(k, doc)))
+        cols += [("schema", k.schema), ("document", text), ("saved_at", _now_iso())]
+        self._db.execute(f"INSERT INTO {t.name} ({', '.join(c for c, _ in cols)}) "
+                         f"VALUES ({', '.join('?' * len(cols))})", [v for _, v in cols])
+        if not t.card_column:
+            self._link_cards(k.name, rid, k.cards(doc))
+
+    def _link_cards(self, kind: str, rid: str, links: list) -> None:
         self._db.execute("DELETE FROM record_cards WHERE kind = ? AND record_id = ?", (kind, rid))
-        rows = []
-        for pos, e in enumerate(entries):
-            e = e if isinstance(e, dict) else {}
-            card_id = self._upsert_card(Card.from_dict(e["card"])) if isinstance(e.get("card"), dict) else None
-            reader_id = self._upsert_reader(Reader.from_dict(e["reader"])) if isinstance(e.get("reader"), dict) \
-                else None
+        rows: list[Any] = []
+        for pos, (card, reader) in enumerate(links):
+            card_id = self._upsert_card(Card.from_dict(card)) if isinstance(card, dict) else None
+            reader_id = self._upsert_reader(Reader.from_dict(reader)) if isinstance(reader, dict) else None
             rows.append((kind, rid, pos, card_id, reader_id))
         if rows:
             self._db.executemany("INSERT INTO record_cards (kind, record_id, position, card_id, reader_id) "
                                  "VALUES (?, ?, ?, ?, ?)", rows)
 
-    def _save_probe_rows(self, doc: dict, text: str) -> None:
-        b = self._db
-        rid = str(doc["id"])
-        b.execute("DELETE FROM probes WHERE probe_id = ?", (rid,))
-        reader_id = self._upsert_reader(Reader.from_dict(doc["reader"])) if isinstance(doc.get("reader"), dict) \
-            else None
-        created = doc.get("created_at")
-        finding = doc.get("finding") if isinstance(doc.get("finding"), dict) else {}
-        b.execute("INSERT INTO probes (probe_id, reader_id, created_at, created_epoch, confidence, schema, "
-                  "document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                  (rid, reader_id, created, q.epoch_of_iso(created), _text(finding.get("confidence")),
-                   PROBE_SCHEMA, text, _now_iso()))
-        devices = (doc.get("measured") or {}).get("devices") if isinstance(doc.get("measured"), dict) else None
-        self._link_cards("probe", rid, [dict(d, reader=doc.get("reader")) if isinstance(d, dict) else d
-                                        for d in devices or []])
-
-    def save_session(self, doc: dict) -> str:
-        """Save a ``cardbench.session/1`` document (a drawer session); returns its id."""
-        return self._save_document(doc, SESSION_SCHEMA, "drawer session", self._save_session_rows)
-
-    def _save_session_rows(self, doc: dict, text: str) -> None:
-        b = self._db
-        rid = str(doc["id"])
-        b.execute("DELETE FROM sessions WHERE session_id = ?", (rid,))
-        cards = doc.get("cards") if isinstance(doc.get("cards"), list) else []
-        b.execute("INSERT INTO sessions (session_id, started_at, started_epoch, finished_at, n_cards, schema, "
-                  "document, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                  (rid, doc.get("started_at"), q.epoch_of_iso(doc.get("started_at")), doc.get("finished_at"),
-                   len(cards), SESSION_SCHEMA, text, _now_iso()))
-        self._link_cards("session", rid, cards)
-
     def save_all(self, items: list, *, before=None) -> list[str]:
-        """Save results and documents (verify, probe, session) in ONE transaction: all or nothing
-        (``cardbench import`` of an export). Each replaces what has its id. Returns the ids.
-        ``before(backend, kinds_and_ids)``, when given, runs first inside that transaction (the
-        station server's check of who may write these ids); what it raises undoes everything."""
-        rows_of = {VERIFY_SCHEMA: self._save_verify_rows, PROBE_SCHEMA: self._save_probe_rows,
-                   SESSION_SCHEMA: self._save_session_rows}
+        """Save records of any kinds (results, verify, probe, session documents, ...) in ONE
+        transaction: all or nothing (``cardbench import`` of an export). Each replaces what has its
+        id. Returns the ids. ``before(backend, kinds_and_ids)``, when given, runs first inside that
+        transaction (the station server's check of who may write these ids); what it raises undoes
+        everything."""
+        items = list(items)
         prepared = []
         for it in items:
-            if isinstance(it, Result):
-                doc = it.to_dict()
-                try:
-                    text = json.dumps(doc, ensure_ascii=False)
-                except (TypeError, ValueError) as e:
-                    raise UsageError(f"result {it.id} cannot be stored as JSON: {first_line(e)}") from None
-                prepared.append((it, doc, text))
-                continue
-            schema = it.get("schema") if isinstance(it, dict) else None
-            if schema not in rows_of:
-                got = schema if isinstance(it, dict) else type(it).__name__
-                raise UsageError(f"cannot store {got!r}: not a result, verify, probe or session document")
-            doc, text = _prepared(it, schema, schema)
-            prepared.append((rows_of[schema], doc, text))
+            try:
+                kinds.kind_of(it)
+            except UsageError:
+                got = it.get("schema") if isinstance(it, dict) else type(it).__name__
+                nouns = [k.noun for k in kinds.kinds()]
+                raise UsageError(f"cannot store {got!r}: not a {', '.join(nouns[:-1])} or {nouns[-1]}") from None
+            prepared.append(self._prepare(it))
 
         def tx():
             with self._db.batch_transaction():
                 if before is not None:
-                    before(self._db, [(_kind_of_rows(rows, rows_of), str(doc["id"])) for rows, doc, _ in prepared])
+                    before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
                 results: list = []          # consecutive results, saved as one batch
-                for rows, doc, text in prepared:
-                    if isinstance(rows, Result):
-                        results.append((rows, doc, text))
+                for (k, doc, text), it in zip(prepared, items):
+                    if k.table.native:
+                        results.append((it, doc, text))
                         continue
                     self._save_results(results)
                     results = []
-                    rows(doc, text)
+                    self._write_document(k, doc, text)
                 self._save_results(results)
         self._run(f"saving {len(prepared)} records", tx, retry=True)
         return [str(doc["id"]) for _, doc, _ in prepared]
 
     def stored_document(self, kind: str, rid: str) -> dict | None:
-        """The stored document of one record (kind: result, verify, probe, session), or None."""
-        table, col = _ID_COLUMNS[kind]
-        rows = self._run("reading a record", self._db.execute, f"SELECT document FROM {table} WHERE {col} = ?",
-                         (str(rid),))
+        """The stored document of one record (kind: result, verify, probe, session, ...), or None."""
+        t = kinds.kind_named(kind).table
+        owner = " AND kind = ?" if t.kind_column else ""
+        rows = self._run("reading a record", self._db.execute,
+                         f"SELECT document FROM {t.name} WHERE {t.id_column} = ?{owner}",
+                         (str(rid), kind) if owner else (str(rid),))
         return json.loads(rows[0][0]) if rows else None
 
     def _ids_for(self, what: str, text: str | None) -> list | None:
@@ -628,86 +634,70 @@ class Store:
         match = q.card_matches if what == "card" else q.reader_matches
         return [r["id"] for r in rows if match(r, text)]
 
-    def _documents(self, action: str, table: str, time_col: str, *, card=None, reader=None, since=None,
-                   until=None, card_sql=None, reader_sql=None) -> list[dict]:
-        where, params = [], []
-        for what, text, sql in (("card", card, card_sql), ("reader", reader, reader_sql)):
+    def records(self, kind: str, card: str | None = None, reader: str | None = None, since: Any = None,
+                until: Any = None) -> list:
+        """Stored records of one kind, oldest first: of a matching card and reader (each through
+        its kind's ``card_id`` / ``reader_id`` column, else the cards it names), made at or after
+        ``since`` / at or before ``until``. Documents as dicts; results as Results (``results``
+        has the run filters)."""
+        k = kinds.kind_named(kind)
+        if k.table.native:
+            return self.results(card=card, reader=reader, since=since, until=until)
+        t = k.table
+        where: list[str] = []
+        params: list[Any] = []
+        if t.kind_column:
+            where.append("kind = ?")
+            params.append(k.name)
+        for what, text, column in (("card", card, t.card_column), ("reader", reader, t.reader_column)):
             ids = self._ids_for(what, text)
             if ids is None:
                 continue
             if not ids:
                 return []
             marks = ", ".join("?" * len(ids))
-            where.append(sql.format(ids=marks))
-            params += ids * sql.count("{ids}")
+            where.append(f"{what}_id IN ({marks})" if column else
+                         f"EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = ? AND c.record_id = {t.name}.{t.id_column} "
+                         f"AND c.{what}_id IN ({marks}))")
+            params += ids if column else [k.name, *ids]
         if since is not None and since != "":
-            where.append(f"{time_col} >= ?")
+            where.append(f"{t.time_column} >= ?")
             params.append(q.parse_when(since, what="--since time"))
         if until is not None and until != "":
-            where.append(f"{time_col} <= ?")
+            where.append(f"{t.time_column} <= ?")
             params.append(q.parse_when(until, what="--until time"))
-        sql = f"SELECT document FROM {table}"
+        sql = f"SELECT document FROM {t.name}"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY COALESCE({time_col}, 0), id"     # NULLs first in both SQLite and PostgreSQL
-        rows = self._run(action, self._db.execute, sql, params)
+        sql += f" ORDER BY COALESCE({t.time_column}, 0), id"     # NULLs first in both SQLite and PostgreSQL
+        rows = self._run(f"reading {k.noun}s", self._db.execute, sql, params)
         return [json.loads(r[0]) for r in rows]
 
     def probes(self, card: str | None = None, reader: str | None = None, since: Any = None,
                until: Any = None) -> list[dict]:
         """Stored ``cardbench.probe/1`` documents, oldest first: of a matching reader, with a
         matching card among its devices, made at or after ``since`` / before ``until``."""
-        return self._documents(
-            "reading reader probes", "probes", "created_epoch", card=card, reader=reader, since=since, until=until,
-            card_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'probe' AND c.record_id = probes.probe_id "
-                     "AND c.card_id IN ({ids}))",
-            reader_sql="reader_id IN ({ids})")
+        return self.records("probe", card=card, reader=reader, since=since, until=until)
 
     def sessions(self, card: str | None = None, reader: str | None = None, since: Any = None,
                  until: Any = None) -> list[dict]:
         """Stored ``cardbench.session/1`` documents, oldest first: holding a matching card, or a
         card read through a matching reader, started at or after ``since`` / before ``until``."""
-        return self._documents(
-            "reading drawer sessions", "sessions", "started_epoch", card=card, reader=reader, since=since,
-            until=until,
-            card_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'session' "
-                     "AND c.record_id = sessions.session_id AND c.card_id IN ({ids}))",
-            reader_sql="EXISTS (SELECT 1 FROM record_cards c WHERE c.kind = 'session' "
-                       "AND c.record_id = sessions.session_id AND c.reader_id IN ({ids}))")
+        return self.records("session", card=card, reader=reader, since=since, until=until)
 
     def verify_results(self, card: str | None = None, reader: str | None = None, since: Any = None,
                        until: Any = None) -> list[dict]:
         """Stored verify documents, oldest first, optionally for matching cards / readers, made at
         or after ``since`` / at or before ``until``."""
-        return self._documents("reading verify results", "verify_results", "created_epoch", card=card,
-                               reader=reader, since=since, until=until, card_sql="card_id IN ({ids})",
-                               reader_sql="reader_id IN ({ids})")
+        return self.records("verify", card=card, reader=reader, since=since, until=until)
 
 
-def _kind_of_rows(rows, rows_of: dict) -> str:
-    for schema, fn in rows_of.items():
-        if fn == rows:
-            return {VERIFY_SCHEMA: "verify", PROBE_SCHEMA: "probe", SESSION_SCHEMA: "session"}[schema]
-    return "result"
-
-
-_ID_COLUMNS = {"result": ("runs", "result_id"), "verify": ("verify_results", "verify_id"),
-               "probe": ("probes", "probe_id"), "session": ("sessions", "session_id")}
-
-
-def _prepared(doc: Any, schema: str, what: str) -> tuple[dict, str]:
-    """A copy of ``doc`` with an ``id`` (given one when missing) and its JSON text; UsageError when
-    it is not a ``schema`` document or cannot be JSON."""
-    if not isinstance(doc, dict) or doc.get("schema") != schema:
-        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise UsageError(f"not a {schema} document (schema={got!r})")
-    doc = dict(doc)
-    doc.setdefault("id", uuid.uuid4().hex)
+def _summary(k: kinds.Kind, doc: dict) -> str | None:
+    """A kind's one line, for the ``summary`` column (a document its summary cannot read: none)."""
     try:
-        text = json.dumps(doc, ensure_ascii=False)
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"{what} cannot be stored as JSON: {first_line(e)}") from None
-    return doc, text
+        return str(k.summary(doc))
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+        return None
 
 
 def _text(v: Any) -> str | None:

@@ -9,12 +9,14 @@ it with :func:`import_records` (one transaction: all or nothing):
      "results":  [<cardbench.result/1>, ...],      runs, oldest first
      "verify":   [<cardbench.verify/1>, ...],      own and imported fake-capacity verdicts
      "probes":   [<cardbench.probe/1>, ...],       cards read at once (cardbench.evidence)
-     "sessions": [<cardbench.session/1>, ...]}     drawer sessions
+     "sessions": [<cardbench.session/1>, ...],     drawer sessions
+     ...}                                          one list per kind registered later (cardbench.kinds)
 
-``cards`` lists every card a record names (by identity); a verify document, probe or session
-naming a card that is not there is refused. Version 1 of the export, ``cardbench.results/1``
+Each list is a kind's (:attr:`cardbench.kinds.Kind.section`), and each document in it is checked
+by its kind's shape check before anything is stored. ``cards`` lists every card a record names
+(by identity); a document naming a card that is not there is refused. Version 1 of the export, ``cardbench.results/1``
 (``{"schema", "results"}``), one ``cardbench.result/1`` document or a list of them are still read,
-and so is one verify, probe or session document alone (as ``verify --json`` prints it).
+and so is one document of another kind alone (as ``verify --json`` prints it).
 The filters ``card``, ``reader``, ``since`` and ``until`` apply to every kind; ``test`` and
 ``complete`` to runs only.
 """
@@ -25,34 +27,38 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cardbench import kinds
 from cardbench.errors import UsageError
-from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card, Result, beyond_store
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
+from cardbench.kinds import RESULT_SCHEMA
+from cardbench.result import Card, Result
+from cardbench.store.core import open_store
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
 EXPORT_V1_SCHEMA = "cardbench.results/1"
-#: the document lists of an export, the schema of their documents and what they are called in messages
-SECTIONS = (("verify", VERIFY_SCHEMA, "verify document"), ("probes", PROBE_SCHEMA, "probe"),
-            ("sessions", SESSION_SCHEMA, "session"))
 _CARD_KEYS = ("identity", "name", "brand", "capacity_bytes", "label", "serial", "model")
+
+
+def _documents() -> tuple[kinds.Kind, ...]:
+    """The kinds whose records are documents (every kind but the run result), in registration order."""
+    return tuple(k for k in kinds.kinds() if not k.table.native)
 
 
 def collect(store, *, card: str | None = None, reader: str | None = None, since: Any = None, until: Any = None,
             test: str | None = None, complete: bool | None = None, sort: str | None = "started") -> dict[str, Any]:
-    """The ``cardbench.export/2`` document of what ``store`` holds that matches the filters."""
+    """The ``cardbench.export/2`` document of what ``store`` holds that matches the filters: one
+    list per kind (:mod:`cardbench.kinds`), in registration order."""
     results = store.results(card=card, reader=reader, since=since, until=until, test=test, complete=complete,
                             order_by=sort)
     kw = {"card": card, "reader": reader, "since": since, "until": until}
-    verify, probes, sessions = store.verify_results(**kw), store.probes(**kw), store.sessions(**kw)
+    docs = {k.section: store.records(k.name, **kw) for k in _documents()}
     named = dict.fromkeys(r.card.identity() for r in results)
-    for doc in [*verify, *probes, *sessions]:
-        named.update(dict.fromkeys(cards_named(doc)))
+    for k in _documents():
+        for doc in docs[k.section]:
+            named.update(dict.fromkeys(cards_named(doc)))
     rows = {c["identity"]: c for c in store.cards()}
     cards = [{k: rows[i].get(k) for k in _CARD_KEYS} if i in rows else {"identity": i} for i in named]
-    return {"schema": EXPORT_SCHEMA, "cards": cards, "results": [r.to_dict() for r in results], "verify": verify,
-            "probes": probes, "sessions": sessions}
+    return {"schema": EXPORT_SCHEMA, "cards": cards, kinds.RESULT.section: [r.to_dict() for r in results], **docs}
 
 
 def to_json(doc: dict[str, Any]) -> str:
@@ -60,31 +66,19 @@ def to_json(doc: dict[str, Any]) -> str:
 
 
 def counts(doc: dict[str, Any]) -> str:
-    """"2 results, 1 verify document, 1 probe and 1 session" (the lists that hold anything)."""
-    parts = []
-    for key, one in (("results", "result"), ("verify", "verify document"), ("probes", "probe"),
-                     ("sessions", "session")):
-        n = len(doc.get(key) or [])
-        if n:
-            parts.append(f"{n} {one}{'s' if n != 1 else ''}")
+    """"2 results, 1 verify document, 1 probe and 1 session" (the lists of ``doc``, an export or
+    :meth:`Contents.sections`, that hold anything)."""
+    parts = [k.nouns(len(doc.get(k.section) or [])) for k in kinds.kinds() if doc.get(k.section)]
     if not parts:
         return "0 results"
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def cards_named(doc: dict[str, Any]) -> list[str]:
-    """The identities of the cards a verify, probe or session document names."""
-    schema = doc.get("schema")
-    if schema == VERIFY_SCHEMA:
-        found = [doc.get("card")]
-    elif schema == PROBE_SCHEMA:
-        measured = doc.get("measured") if isinstance(doc.get("measured"), dict) else {}
-        devices = measured.get("devices") if isinstance(measured.get("devices"), list) else []
-        found = [d.get("card") for d in devices if isinstance(d, dict)]
-    else:
-        cards = doc.get("cards") if isinstance(doc.get("cards"), list) else []
-        found = [c.get("card") for c in cards if isinstance(c, dict)]
-    return [_identity(c) for c in found if isinstance(c, dict)]
+    """The identities of the cards a document names (by its kind's ``cards``)."""
+    k = kinds.kind_for_schema(doc.get("schema"))
+    links = k.cards(doc) if k is not None else []
+    return [_identity(c) for c, _ in links if isinstance(c, dict)]
 
 
 def _identity(card: dict) -> str:
@@ -93,25 +87,59 @@ def _identity(card: dict) -> str:
 
 @dataclass
 class Contents:
-    """What an export holds, read and checked."""
+    """What an export holds, read and checked: the records of each kind (by kind name), in the
+    order read; ``results``, ``verify``, ``probes``, ``sessions`` are the four first kinds' lists."""
 
-    results: list[Result] = field(default_factory=list)
-    verify: list[dict] = field(default_factory=list)
-    probes: list[dict] = field(default_factory=list)
-    sessions: list[dict] = field(default_factory=list)
+    by_kind: dict[str, list] = field(default_factory=dict)
     schema: str = EXPORT_SCHEMA
 
+    def of(self, kind: str) -> list:
+        return self.by_kind.setdefault(kind, [])
+
+    @property
+    def results(self) -> list[Result]:
+        return self.of("result")
+
+    @property
+    def verify(self) -> list[dict]:
+        return self.of("verify")
+
+    @property
+    def probes(self) -> list[dict]:
+        return self.of("probe")
+
+    @property
+    def sessions(self) -> list[dict]:
+        return self.of("session")
+
     def items(self) -> list:
-        return [*self.results, *self.verify, *self.probes, *self.sessions]
+        """Every record, the kinds in registration order."""
+        return [it for k in kinds.kinds() for it in self.by_kind.get(k.name, [])]
+
+    def sections(self) -> dict[str, list]:
+        """The records by export section (``{"results": [...], "verify": [...], ...}``), for :func:`counts`."""
+        return {k.section: self.by_kind.get(k.name, []) for k in kinds.kinds()}
+
+    def records(self) -> list[tuple[kinds.Kind, str, dict]]:
+        """(kind, id, document) of every record."""
+        out = []
+        for k in kinds.kinds():
+            for it in self.by_kind.get(k.name, []):
+                d = it if k.item_type is dict else k.dump(it)
+                out.append((k, str(d["id"]), d))
+        return out
 
 
 def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
-    """Check and read an export (any version) or result document(s); UsageError naming the one
-    thing that is wrong (a newer schema, a list that is not one, a document of the wrong shape, a
-    verify document whose card the export does not hold, one id given two contents)."""
-    from cardbench.importers import _shape_problem
-    result_problem = result_problem or _shape_problem
+    """Check and read an export (any version) or result document(s), or one document of any
+    other kind; UsageError naming the one thing that is wrong (a newer schema, a list that is not
+    one, a document of the wrong shape, a document whose card the export does not hold, one id
+    given two contents). ``result_problem``: the shape check of a result (the result kind's)."""
+    result_kind = kinds.RESULT
+    result_problem = result_problem or result_kind.problem
     out = Contents()
+    docs: Any
+    single = kinds.kind_for_schema(doc.get("schema")) if isinstance(doc, dict) else None
     if isinstance(doc, list):
         docs, out.schema = doc, RESULT_SCHEMA
     elif not isinstance(doc, dict):
@@ -121,21 +149,20 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
         docs = doc.get("results")
         if not isinstance(docs, list):
             raise UsageError(f"{path}: {out.schema} document without a 'results' list; nothing imported")
-    elif doc.get("schema") == RESULT_SCHEMA:
+    elif single is result_kind:
         docs, out.schema = [doc], RESULT_SCHEMA
-    elif doc.get("schema") in tuple(schema for _, schema, _ in SECTIONS):   # a tuple: a schema may be a list
-        # one document as `verify --json` (or a probe, a session) printed it
-        key, schema, what = next(x for x in SECTIONS if x[1] == doc["schema"])
+    elif single is not None:
+        # one document as `verify --json` (or a probe, a session, ...) printed it
         problem = None if isinstance(doc.get("id"), str) and doc["id"] else "has no id"
-        problem = problem or _doc_problem(doc, schema)
+        problem = problem or single.problem(doc)
         if problem:
-            raise UsageError(f"{path}: {what} {problem}; nothing imported")
-        out.schema = schema
-        getattr(out, key).append(doc)
+            raise UsageError(f"{path}: {single.noun} {problem}; nothing imported")
+        out.schema = single.schema
+        out.of(single.name).append(doc)
         return out
     else:
         schema = str(doc.get("schema"))
-        newer = schema.startswith(("cardbench.export/", "cardbench.results/", "cardbench.result/"))
+        newer = schema.startswith(("cardbench.export/", "cardbench.results/", *(k.family for k in kinds.kinds())))
         raise UsageError(f"{path}: {'written by a newer cardbench' if newer else 'unknown cardbench schema'} "
                          f"({schema!r}); this cardbench reads {EXPORT_SCHEMA}, {EXPORT_V1_SCHEMA} and "
                          f"{RESULT_SCHEMA}{': upgrade cardbench' if newer else ''}; nothing imported")
@@ -144,21 +171,18 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             problem = result_problem(d)
             if problem:
                 raise ValueError(problem)
-            result = Result.from_dict(d)
-            problem = beyond_store(result)
-            if problem:
-                raise ValueError(problem)
-            out.results.append(result)
+            out.results.append(result_kind.load(d))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
-        _check_ids(path, [("result", r.id, r.to_dict()) for r in out.results])
+        _check_ids(path, out.records())
         return out
     cards = doc.get("cards", [])
     if not isinstance(cards, list) or not all(isinstance(c, dict) and c.get("identity") for c in cards):
         raise UsageError(f"{path}: 'cards' must be a list of cards with an identity; nothing imported")
     known = {str(c["identity"]) for c in cards} | {r.card.identity() for r in out.results}
-    for key, schema, what in SECTIONS:
+    for k in _documents():
+        key, schema, what = k.section, k.schema, k.noun
         section = doc.get(key, [])
         if not isinstance(section, list):
             raise UsageError(f"{path}: '{key}' must be a list of {schema} documents; nothing imported")
@@ -168,145 +192,34 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
                 raise UsageError(f"{path}: {what} #{n} is not a {schema} document (schema {got!r}); nothing imported")
             if not isinstance(d.get("id"), str) or not d["id"]:
                 raise UsageError(f"{path}: {what} #{n} has no id; nothing imported")
-            problem = _doc_problem(d, schema)
+            problem = k.problem(d)
             if problem:
                 raise UsageError(f"{path}: {what} {d['id']}: {problem}; nothing imported")
             missing = [c for c in cards_named(d) if c not in known]
             if missing:
                 raise UsageError(f"{path}: {what} {d['id']} names card {missing[0]}, which the export's cards do "
                                  "not hold (a truncated or hand-edited export?); nothing imported")
-            getattr(out, key).append(d)
-    _check_ids(path, [("result", r.id, r.to_dict()) for r in out.results] +
-               [(what, d["id"], d) for key, _, what in SECTIONS for d in getattr(out, key)])
+            out.of(k.name).append(d)
+    _check_ids(path, out.records())
     return out
 
 
-def _entity_problem(value: Any, what: str, numeric: tuple[str, ...]) -> str | None:
-    """A card or reader (as in a result) whose fields have the types the store relies on."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        return f"'{what}' must be an object"
-    for f, x in value.items():
-        if f == "ata" and x is not None and not isinstance(x, dict):
-            return f"'{what}.ata' must be an object"
-        if f in ("identity", "ata") or x is None:
-            continue
-        ok = (isinstance(x, (int, float)) and not isinstance(x, bool)) if f in numeric else isinstance(x, str)
-        if not ok:
-            return f"'{what}.{f}' must be {'a number' if f in numeric else 'text'}"
-    return None
-
-
-#: the fields of each document kind that reports and the store read, and their types (null is allowed)
-_FIELDS = {
-    VERIFY_SCHEMA: (("verdict", "text"), ("kind", "text"), ("mode", "text"), ("fix_command", "text"), ("fix", "object"),
-                    ("error", "text"), ("announced_bytes", "number"), ("usable_bytes", "number"),
-                    ("method", "object"), ("timings", "object"), ("bad_ranges", "ranges"), ("complete", "flag")),
-    PROBE_SCHEMA: (("session_id", "text"), ("finding", "object")),
-}
-
-
-def _typed(x: Any, kind: str, what: str) -> str | None:
-    """None when ``x`` is null or of ``kind``; else the one line saying what it must be."""
-    import math
-    if x is None:
-        return None
-    number = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-    ok = {"text": isinstance(x, str), "number": number, "object": isinstance(x, dict),
-          "flag": isinstance(x, bool),
-          "ranges": isinstance(x, list) and all(isinstance(r, list) and len(r) == 2 and
-                                                all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                    for v in r) for r in x)}[kind]
-    if ok:
-        return None
-    said = {"text": "text", "number": "a number", "object": "an object", "flag": "true or false",
-            "ranges": "a list of [start, end] byte pairs"}[kind]
-    return f"'{what}' must be {said}"
-
-
-def _doc_problem(d: dict, schema: str) -> str | None:
-    entities = [(d.get("card"), "card"), (d.get("reader"), "reader")]
-    m = d.get("measured") if isinstance(d.get("measured"), dict) else {}
-    devices = m.get("devices") if isinstance(m.get("devices"), list) else []
-    cards = d.get("cards") if isinstance(d.get("cards"), list) else []
-    entities += [(x.get("card"), f"measured.devices[{i}].card") for i, x in enumerate(devices) if isinstance(x, dict)]
-    entities += [(c.get(k), f"cards[{i}].{k}") for i, c in enumerate(cards) if isinstance(c, dict)
-                 for k in ("card", "reader")]
-    for value, what in entities:
-        problem = _entity_problem(value, what, ("capacity_bytes", "link_speed_mbit"))
-        if problem:
-            return problem
-    for k in ("created_at", "started_at", "finished_at"):
-        if d.get(k) is not None and not isinstance(d[k], str):
-            return f"'{k}' must be text"
-    if schema == PROBE_SCHEMA:
-        m = d.get("measured")
-        if not isinstance(m, dict) or not isinstance(m.get("devices"), list) or \
-                not all(isinstance(x, dict) for x in m["devices"]):
-            return "'measured' must be an object with a 'devices' list"
-        for k in ("alone_sum_bytes_per_s", "alone_max_bytes_per_s"):
-            if not isinstance(m.get(k), (int, float)) or isinstance(m.get(k), bool):
-                return f"'measured.{k}' must be a number"
-    if schema == SESSION_SCHEMA:
-        if not isinstance(d.get("cards"), list) or not all(isinstance(c, dict) for c in d["cards"]):
-            return "'cards' must be a list of objects"
-        if not isinstance(d.get("probes", []), list) or not isinstance(d.get("reader_verdict", []), list):
-            return "'probes' and 'reader_verdict' must be lists"
-    for k, kind in _FIELDS.get(schema, ()):
-        problem = _typed(d.get(k), kind, k)
-        if problem:
-            return problem
-    if schema == PROBE_SCHEMA:
-        for k in ("together_bytes_per_s", "together_seconds"):
-            problem = _typed(d["measured"].get(k), "number", f"measured.{k}")
-            if problem:
-                return problem
-        for i, x in enumerate(d["measured"]["devices"]):
-            for k, kind in (("device", "text"), ("alone_bytes_per_s", "number"), ("together_bytes_per_s", "number"),
-                            ("sample_bytes", "number")):
-                problem = _typed(x.get(k), kind, f"measured.devices[{i}].{k}")
-                if problem:
-                    return problem
-    if schema == SESSION_SCHEMA:
-        for i, v in enumerate(d.get("reader_verdict") or []):
-            if not isinstance(v, dict):
-                return f"'reader_verdict[{i}]' must be an object"
-            for k, kind in (("ceiling_bytes_per_s", "number"), ("cards", "number"), ("cards_at_ceiling", "number"),
-                            ("name", "text"), ("identity", "text"), ("direction", "text"), ("confidence", "text"),
-                            ("kind", "text"), ("evidence", "text")):
-                problem = _typed(v.get(k), kind, f"reader_verdict[{i}].{k}")
-                if problem:
-                    return problem
-        for i, c in enumerate(d.get("cards") or []):
-            for k, kind in (("device", "text"), ("result_id", "text"), ("verify_id", "text"), ("mode", "text"),
-                            ("error", "text")):
-                problem = _typed(c.get(k), kind, f"cards[{i}].{k}")
-                if problem:
-                    return problem
-    return None
-
-
-def _check_ids(path: str, records: list[tuple[str, str, dict]]) -> None:
+def _check_ids(path: str, records: list[tuple[kinds.Kind, str, dict]]) -> None:
     seen: dict[tuple[str, str], dict] = {}
-    for what, rid, d in records:
-        key = (what, rid)
+    for k, rid, d in records:
+        key = (k.name, rid)
         if key in seen and seen[key] != d:
-            raise UsageError(f"{path}: two {what}s with id {rid} and different content; nothing imported")
+            raise UsageError(f"{path}: two {k.noun}s with id {rid} and different content; nothing imported")
         seen[key] = d
-
-
-_KIND = {"result": "result", "verify document": "verify", "probe": "probe", "session": "session"}
 
 
 def conflicts(store, contents: Contents) -> list[str]:
     """Records of ``contents`` whose id the store holds with other content (one line each)."""
     out = []
-    for what, rid, d in ([("result", r.id, r.to_dict()) for r in contents.results] +
-                         [(what, x["id"], x) for key, _, what in SECTIONS for x in getattr(contents, key)]):
-        stored = store.stored_document(_KIND[what], rid)
+    for k, rid, d in contents.records():
+        stored = store.stored_document(k.name, rid)
         if stored is not None and stored != d:
-            out.append(f"{what} {rid} is stored already with different content")
+            out.append(f"{k.noun} {rid} is stored already with different content")
     return out
 
 
@@ -314,7 +227,6 @@ def import_records(contents: Contents, db, *, path: str) -> str:
     """Store an export's records in ``db`` in one transaction (same ids: importing it again
     changes nothing); UsageError, nothing stored, when an id is stored with other content.
     Returns the store's location."""
-    from cardbench.store.core import open_store
     with open_store(db) as store:
         clash = conflicts(store, contents)
         if clash:
@@ -324,5 +236,5 @@ def import_records(contents: Contents, db, *, path: str) -> str:
         # oldest first, as they were measured: a card's row (its name, brand, label) is the one its
         # latest result gave it, in the store the export came from and in this one
         results = sorted(contents.results, key=lambda r: r.started_at or "")
-        store.save_all([*results, *contents.verify, *contents.probes, *contents.sessions])
+        store.save_all([*results, *(it for it in contents.items() if not isinstance(it, Result))])
         return store.location

@@ -1,16 +1,17 @@
 """The outbox: what was measured but could not be stored yet, kept until a store takes it.
 
-One file per kept result or document (verify, reader probe, drawer session), in ``platformdirs.user_data_dir("cardbench")/outbox``
+One file per kept record of any kind (:mod:`cardbench.kinds`: a result, a verify document, a
+reader probe, a drawer session, ...), in ``platformdirs.user_data_dir("cardbench")/outbox``
 (``~/.local/share/cardbench/outbox``): written under a temporary name, fsynced, renamed into place
 and the directory fsynced, so a file there is always whole. A file is never replaced: keeping the
 same result again (a verify run that is resumed) adds a newer file, and the newest is stored last.
 
 A file (``cardbench.outbox/1``) names the store it was meant for (:func:`store_key`: a SQLite
 file's absolute path, a PostgreSQL URL without its password), why it was not stored, and the
-document itself. :func:`flush` moves the files of one store into it: each is saved (``save`` and
-``save_verify`` replace by id, so a file saved twice, after a crash between the save and the
-removal, is still stored once) and only then removed; a file another process is moving at the
-same moment (``flock``) is left to that process.
+document itself (its kind: a :mod:`cardbench.kinds` name). :func:`flush` moves the files of one
+store into it: each is saved (``save_record`` replaces by id, so a file saved twice, after a
+crash between the save and the removal, is still stored once) and only then removed; a file
+another process is moving at the same moment (``flock``) is left to that process.
 """
 
 from __future__ import annotations
@@ -19,22 +20,19 @@ import datetime as _dt
 import fcntl
 import json
 import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from cardbench import kinds
 from cardbench.errors import UsageError
+from cardbench.kinds import document_of
 from cardbench.result import Result
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA
 
 OUTBOX_SCHEMA = "cardbench.outbox/1"
 
-#: a result, or a cardbench.verify/1, cardbench.probe/1 or cardbench.session/1 document
+#: a result, or a document of another kind (cardbench.verify/1, cardbench.probe/1, ...)
 Item = Union[Result, dict]
-#: the kind of each document schema, and the store method that saves it
-KINDS = {VERIFY_SCHEMA: "verify", PROBE_SCHEMA: "probe", SESSION_SCHEMA: "session"}
-SAVE_METHOD = {"result": "save", "verify": "save_verify", "probe": "save_probe", "session": "save_session"}
 
 
 def outbox_dir() -> Path:
@@ -43,19 +41,8 @@ def outbox_dir() -> Path:
 
 
 def kind_of(item: Item) -> str:
-    if isinstance(item, Result):
-        return "result"
-    if isinstance(item, dict) and item.get("schema") in KINDS:
-        return KINDS[item["schema"]]
-    got = item.get("schema") if isinstance(item, dict) else type(item).__name__
-    raise UsageError(f"only a Result or a {', '.join(KINDS)} document can be stored, not {got!r}")
-
-
-def document_of(item: Item) -> dict:
-    if isinstance(item, Result):
-        return item.to_dict()
-    item.setdefault("id", uuid.uuid4().hex)   # as save_verify would give it; kept so both agree
-    return item
+    """The name of the kind of ``item`` ("result", "verify", ...); UsageError when it is no kind's."""
+    return kinds.kind_of(item).name
 
 
 @dataclass
@@ -71,7 +58,7 @@ class Entry:
     document: dict
 
     def item(self) -> Item:
-        return Result.from_dict(self.document) if self.kind == "result" else dict(self.document)
+        return kinds.kind_named(self.kind).load(self.document)
 
 
 @dataclass
@@ -169,7 +156,7 @@ def flush(store: Any, key: str, directory: Path | None = None) -> Flushed:
                 continue
             try:
                 item = entry.item()
-                getattr(store, SAVE_METHOD[entry.kind])(item)
+                store.save_record(item)
             except (UsageError, ValueError, KeyError, TypeError):
                 _set_aside(path)
                 done.bad.append(path)
@@ -198,7 +185,7 @@ def _files(directory: Path | None) -> list[Path]:
 def _read(path: Path) -> Entry | None:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        if raw.get("schema") != OUTBOX_SCHEMA or raw.get("kind") not in SAVE_METHOD:
+        if raw.get("schema") != OUTBOX_SCHEMA or raw.get("kind") not in kinds.kind_names():
             return None
         return Entry(path, raw["kind"], str(raw["id"]), str(raw["store"]), str(raw.get("kept_at") or ""),
                      str(raw.get("reason") or ""), dict(raw["document"]))
@@ -237,15 +224,8 @@ def _safe(text: str) -> str:
 
 def describe(counts: dict[str, int]) -> str:
     """{"result": 2, "verify": 1} -> "2 results and 1 verify result"."""
-    parts = []
-    for kind, one, many in (("result", "result", "results"), ("verify", "verify result", "verify results"),
-                            ("probe", "reader probe", "reader probes"), ("session", "drawer session",
-                                                                         "drawer sessions")):
-        n = counts.get(kind, 0)
-        if n:
-            parts.append(f"{n} {one if n == 1 else many}")
-    return " and ".join(parts) or "nothing"
+    return kinds.describe(counts)
 
 
-__all__ = ["OUTBOX_SCHEMA", "Entry", "Flushed", "outbox_dir", "keep", "entries", "waiting", "elsewhere", "flush",
+__all__ = ["OUTBOX_SCHEMA", "Entry", "kind_of", "document_of", "Flushed", "outbox_dir", "keep", "entries", "waiting", "elsewhere", "flush",
            "describe"]

@@ -223,13 +223,44 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX record_stations_station ON record_stations (station)",
     )),
+    Migration(5, "records of every kind declared after the first four; record_cards for any kind", (
+        # cardbench.kinds: a kind without a table of its own is stored here, told apart by ``kind``
+        """CREATE TABLE records (
+            id            {pk},
+            kind          TEXT NOT NULL,
+            record_id     TEXT NOT NULL,
+            created_at    TEXT,
+            created_epoch {float},
+            summary       TEXT,
+            schema        TEXT NOT NULL,
+            document      TEXT NOT NULL,
+            saved_at      TEXT NOT NULL,
+            UNIQUE (kind, record_id)
+        )""",
+        "CREATE INDEX records_created ON records (kind, created_epoch)",
+        # record_cards without its CHECK (kind IN ('probe', 'session')): rebuilt, rows kept
+        """CREATE TABLE record_cards_5 (
+            kind      TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            position  INTEGER NOT NULL,
+            card_id   {int} REFERENCES cards(id),
+            reader_id {int} REFERENCES readers(id),
+            PRIMARY KEY (kind, record_id, position)
+        )""",
+        "INSERT INTO record_cards_5 (kind, record_id, position, card_id, reader_id) "
+        "SELECT kind, record_id, position, card_id, reader_id FROM record_cards",
+        "DROP TABLE record_cards",
+        "ALTER TABLE record_cards_5 RENAME TO record_cards",
+        "CREATE INDEX record_cards_card ON record_cards (card_id)",
+        "CREATE INDEX record_cards_reader ON record_cards (reader_id)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1].version
 
 #: Tables a cardbench database has; a database holding one of them without our schema_version is not ours.
 TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims",
-          "probes", "sessions", "record_cards", "station_tokens", "record_stations")
+          "probes", "sessions", "record_cards", "station_tokens", "record_stations", "records")
 
 
 def check_migrations(migrations: tuple[Migration, ...] | list[Migration]) -> None:

@@ -29,10 +29,10 @@ import uuid
 from typing import Any
 
 from cardbench import __version__
+from cardbench.kinds import VERIFY_SCHEMA as SCHEMA
 from cardbench.result import Card, Reader, host_info, now_iso
 from cardbench.verify.verdict import VERDICTS  # noqa: F401  (part of the document's vocabulary)
 
-SCHEMA = "cardbench.verify/1"
 KINDS = ("wraparound", "dropped", "other")
 
 
