@@ -11,8 +11,8 @@ per AU opened past the open-AU count:
 * no geometry at all.
 
 Read side: `flashbench -a --blocksize=1024 -o FILE DEVICE` (its `diff` column per power-of-two
-alignment; its reading, as its README explains it, is the smallest alignment from which `diff`
-stays at its top level, within 15%) against `cardbench geometry DEVICE --json` (a library call).
+alignment; its reading, as its README explains it: where `diff` drops, taken here as the alignment
+with the widest gap between the `diff`s at and above it and those below it) against `cardbench geometry DEVICE --json` (a library call).
 With --write: `flashbench --open-au --open-au-nr=N --erasesize=AU` for N = open and open + 1
 (its MB/s per chunk size: it collapses past the open count) against `geometry --write`; only
 where flashbench can (its erase size divided by its block size must be a power of two).
@@ -72,20 +72,21 @@ def flashbench_align(device: str, out: str) -> tuple[list[tuple[int, float]], fl
 
 
 def flashbench_reading(rows: list[tuple[int, float]]) -> str:
-    """The smallest alignment from which `diff` stays within 15% of its top level (README's rule)."""
-    if not rows:
-        return "-"
-    top = max(d for _, d in rows)
-    flat = None
-    for align, d in rows:      # largest first
-        if d >= 0.85 * top:
-            flat = align
-        else:
+    """Where `diff` drops (the README's reading): the alignment with the widest gap between the
+    lowest `diff` at and above it and the highest below it; "no step" without a gap."""
+    best = None
+    for i in range(1, len(rows)):          # rows: largest alignment first
+        above = [d for _, d in rows[:i]]
+        below = [d for a, d in rows[i:] if a >= 16 * KiB]     # the page step below is another story
+        if not below:
             break
-    below = [d for a, d in rows if flat is not None and a < flat]
-    if flat is None or not below or max(below) >= 0.85 * top:
+        gap = min(above) - max(below)
+        if best is None or gap > best[0]:
+            best = (gap, rows[i - 1][0], min(above), max(below))
+    if best is None or best[0] <= 0:
         return "no step"
-    return f"step at {size_text(flat)} (diff {top * 1e6:.0f} us above, {max(below) * 1e6:.0f} us below)"
+    gap, align, low, high = best
+    return f"step at {size_text(align)} (diff >= {low * 1e6:.0f} us above, <= {high * 1e6:.0f} us below)"
 
 
 def flashbench_open_au(device: str, out: str, au: int, n: int) -> tuple[float, float]:

@@ -104,11 +104,16 @@ def test_12_mib_au_6_open_on_a_32_gb_card_preserved():
     assert doc["write"]["restore"]["status"] == "restored" and after == before
 
 
-def test_a_card_without_geometry_has_no_boundary():
+def test_a_card_without_geometry_has_no_boundary_stored_and_listed(tmp_path):
+    db = str(tmp_path / "results.sqlite3")
     spec = CardSpec(size=256 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="plain")
     with EmulatedCard(spec) as card:
-        doc = geometry_json(card.device)
+        doc = geometry_json(card.device, "--db", db)
     text = render_geometry(doc)
+    listed = call_cli("results", "--db", db)
+    assert listed.returncode == 0 and "geometry: no boundary found" in listed.stdout, listed.stdout
+    exported = json.loads(call_cli("results", "--db", db, "--json").stdout)
+    assert [d["id"] for d in exported["geometry"]] == [doc["id"]]
     assert doc["allocation_unit_bytes"] is None and doc["allocation_unit_confidence"] == "none"
     assert doc["page_bytes"] is None and doc["page_confidence"] == "none"
     assert doc["open_units"] == {"linear": None, "random": None} and doc["fat_units"] is None

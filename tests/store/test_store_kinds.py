@@ -249,6 +249,7 @@ def samples() -> dict[str, dict]:
     from types import SimpleNamespace
 
     from cardbench.evidence import probe_document, session_document
+    from cardbench.geometry.doc import new_doc as new_geometry
     from cardbench.verdicts.readers import judge_shared
     from cardbench.verify.doc import new_doc
 
@@ -262,7 +263,12 @@ def samples() -> dict[str, dict]:
     session = session_document([SimpleNamespace(device="/dev/sdb", result=run, verify=None, mode="device",
                                                 complete=True, error=None)], [probe], [],
                                started_at="2024-01-01T00:00:00+00:00")
-    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "scratch": doc()}
+    geometry = dict(new_geometry(), card=CARD.to_dict(), device="/dev/sdb", size_bytes=1 << 30,
+                    allocation_unit_bytes=4 << 20, allocation_unit_confidence="high",
+                    open_units={"linear": 2, "random": None}, open_units_confidence={"linear": "low", "random": "none"},
+                    message="AU 4 MiB", complete=True)
+    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "geometry": geometry,
+            "scratch": doc()}
 
 
 def test_the_fuzz_below_has_a_document_of_every_kind():
@@ -272,7 +278,7 @@ def test_the_fuzz_below_has_a_document_of_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "scratch"])
+@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "geometry", "scratch"])
 def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_error(name):
     """2,000 generated documents of each kind (this file's among them): a value of another type
     anywhere, a key dropped. read_export reads it or raises UsageError (one line), and what it

@@ -13,11 +13,13 @@ import sys
 import click
 
 from cardbench.cli import params
+from cardbench.cli.ui import said
 from cardbench.devices.safety import check_destructive, identity_kind
 from cardbench.errors import SafetyRefusal
 from cardbench.geometry import GeometryOptions, find_geometry
 from cardbench.geometry.timing import MAX_AU, REPEATS
 from cardbench.geometry.writes import MAX_OPEN
+from cardbench.record import check_store, record
 from cardbench.report.geometry import render_geometry
 from cardbench.target import open_target
 from cardbench.units import fmt_size
@@ -43,7 +45,10 @@ from cardbench.units import fmt_size
 @click.option("--seed", type=int, help="Make the run reproducible (order of the reads and writes).")
 @params.output_options(("table", "json"), format_help="table: the answer in words and the advice; json: the "
                                                        "cardbench.geometry/1 document.")
-def geometry(device, write, preserve, confirm_value, max_au, au, repeats, max_open, journal_dir, seed, out):
+@params.db_option
+@click.option("--no-save", is_flag=True, help="Do not store the result.")
+def geometry(device, write, preserve, confirm_value, max_au, au, repeats, max_open, journal_dir, seed, out, db,
+             no_save):
     """Find the card's allocation unit (AU) and page from read timing, and say how to partition
     and format it. With --write: how many AUs it keeps open, and FAT-tuned first AUs."""
     opts = GeometryOptions(write=write, preserve=preserve, confirm=confirm_value, max_au=max_au or MAX_AU,
@@ -51,13 +56,22 @@ def geometry(device, write, preserve, confirm_value, max_au, au, repeats, max_op
                            progress=out.progress())
     opts.validate()
     target = open_target(device, kinds=("device",), whole_device=True)
+    if not no_save:
+        check_store(db)
     if write and not preserve and confirm_value is None:
         opts.confirm = _prompt(target)
     doc = find_geometry(target, opts)
-    if out.json:
-        out.echo(json.dumps(doc, indent=2))
-    else:
-        out.echo(render_geometry(doc), nl=False)
+
+    def show() -> None:
+        if out.json:
+            out.echo(json.dumps(doc, indent=2))
+        else:
+            out.echo(render_geometry(doc), nl=False)
+    if no_save:
+        show()
+        return
+    rec = record(doc, db, show=show)
+    said(rec, saved_line=not (out.json or out.quiet))
 
 
 def _prompt(target) -> str:

@@ -22,10 +22,11 @@ import uuid
 from typing import Any
 
 from cardbench import __version__
+from cardbench.kinds.geometry import SCHEMA, problem
 from cardbench.result import host_info, now_iso
 from cardbench.units import fmt_size
 
-SCHEMA = "cardbench.geometry/1"
+__all__ = ["SCHEMA", "check_doc", "new_doc", "size_text"]
 
 
 def size_text(n: int | None) -> str:
@@ -70,19 +71,9 @@ def new_doc() -> dict[str, Any]:
 
 
 def check_doc(doc: dict[str, Any]) -> list[str]:
-    """What is wrong with a geometry document's shape (empty when it is right)."""
-    problems = []
+    """What is wrong with a geometry document's shape (empty when it is right): the kind's check
+    (:func:`cardbench.kinds.geometry.problem`), which the store and import apply too."""
     if doc.get("schema") != SCHEMA:
-        problems.append(f"schema is not {SCHEMA}")
-    for key in ("allocation_unit", "page", "fat_units", "declared_au"):
-        value_key = key if key == "fat_units" else f"{key}_bytes"
-        conf = doc.get(f"{key}_confidence")
-        if conf not in ("high", "low", "none"):
-            problems.append(f"{key}_confidence is {conf!r}")
-        elif (doc.get(value_key) is None) != (conf == "none"):
-            problems.append(f"{value_key} and its confidence disagree")
-    units, confs = doc.get("open_units") or {}, doc.get("open_units_confidence") or {}
-    for order in ("linear", "random"):
-        if (units.get(order) is None) != (confs.get(order) == "none"):
-            problems.append(f"open_units.{order} and its confidence disagree")
-    return problems
+        return [f"schema is not {SCHEMA}"]
+    found = problem(doc)
+    return [found] if found else []

@@ -1,0 +1,37 @@
+"""The cardbench.geometry/1 document and its record kind (rules tier)."""
+
+from __future__ import annotations
+
+from cardbench.geometry.doc import SCHEMA, check_doc, new_doc, size_text
+from cardbench.kinds import kind_for_schema
+from cardbench.kinds.geometry import summary
+
+
+def found(**kw):
+    return dict(new_doc(), allocation_unit_bytes=12 << 20, allocation_unit_confidence="high", page_bytes=16 << 10,
+                page_confidence="low", **kw)
+
+
+def test_a_new_document_says_nothing_found_and_is_well_formed():
+    d = new_doc()
+    assert d["schema"] == SCHEMA and check_doc(d) == []
+    for key in ("allocation_unit_bytes", "page_bytes", "fat_units", "declared_au_bytes"):
+        assert d[key] is None
+    assert d["open_units"] == {"linear": None, "random": None}
+    assert kind_for_schema(SCHEMA).name == "geometry"
+
+
+def test_a_value_and_its_confidence_must_agree():
+    assert check_doc(found()) == []
+    assert check_doc(dict(found(), allocation_unit_confidence="none")) == [
+        "'allocation_unit_confidence' must be \"none\" exactly when 'allocation_unit_bytes' is null"]
+    assert "open_units_confidence.linear" in check_doc(dict(new_doc(), open_units={"linear": 2, "random": None}))[0]
+    assert "one of high, low, none" in check_doc(dict(new_doc(), page_confidence="sure"))[0]
+    assert "'allocation_unit_bytes' must be a number" in check_doc(dict(found(), allocation_unit_bytes="12M"))[0]
+
+
+def test_summary_in_one_line():
+    assert summary(new_doc()) == "geometry: no boundary found"
+    d = found(open_units={"linear": 2, "random": 2}, open_units_confidence={"linear": "high", "random": "high"})
+    assert summary(d) == "geometry: AU 12 MiB (high), page 16 KiB (low), 2 AUs open"
+    assert size_text(1536 << 10) == "1.5 MiB" and size_text(None) == "-"
