@@ -52,7 +52,7 @@ UNITS = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def seconds(text: str) -> float:
-    m = re.match(r"(-?[\d.]+)(ns|µs|ms|s)$", text)
+    m = re.match(r"(-?[\d.]+(?:e[+-]?\d+)?)(ns|µs|ms|s)$", text)
     return float(m.group(1)) * UNITS[m.group(2)] if m else float("nan")
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import struct
 
 from cardbench.geometry.advice import advise, spec_alignment
-from cardbench.geometry.partitions import PartitionInfo, parse_gpt, parse_mbr, partition_path
+from cardbench.geometry.partitions import (
+    PartitionInfo,
+    parse_gpt,
+    parse_mbr,
+    partition_path,
+)
 
 KiB, MiB = 1 << 10, 1 << 20
 
