@@ -99,6 +99,7 @@ def _read_us(fd, buf, offset, tries=7):
 
 @needs_emulator
 @pytest.mark.needs_root
+@pytest.mark.timing
 def test_loop_device_sees_the_crossing_delay():
     """On the real loop device a 1 KiB O_DIRECT read across the AU boundary is at least au_cross
     slower than the reads beside it (minima: load only adds)."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from cardbench.devices.registers import decode_ssr
 from cardbench.geometry.doc import SCHEMA, check_doc, new_doc, size_text
+from cardbench.geometry.run import declared_au
 from cardbench.kinds import kind_for_schema
 from cardbench.kinds.geometry import summary
 
@@ -35,3 +39,14 @@ def test_summary_in_one_line():
     d = found(open_units={"linear": 2, "random": 2}, open_units_confidence={"linear": "high", "random": "high"})
     assert summary(d) == "geometry: AU 12 MiB (high), page 16 KiB (low), 2 AUs open"
     assert size_text(1536 << 10) == "1.5 MiB" and size_text(None) == "-"
+
+
+def test_the_declared_au_comes_from_the_sd_status_else_preferred_erase_size():
+    ssr = bytearray(64)
+    ssr[10] = 0xB0                     # AU_SIZE Bh = 12 MB [S12 §4.10.2.4]
+    status = decode_ssr(ssr.hex())
+    sd = SimpleNamespace(card=SimpleNamespace(status=status, preferred_erase_size=4 << 20))
+    assert declared_au(sd) == (12 << 20, "SD Status AU_SIZE")
+    sd.card.status = None
+    assert declared_au(sd) == (4 << 20, "sysfs preferred_erase_size")
+    assert declared_au(SimpleNamespace(card=None)) == (None, None)

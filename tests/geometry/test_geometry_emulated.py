@@ -53,6 +53,8 @@ def sha_head(device: str, n: int) -> str:
         return hashlib.sha256(f.read(n)).hexdigest()
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_4_mib_au_2_open_fat_tuned_and_a_partition_at_1_mib():
     spec = CardSpec(size=1 << 30, au_bytes=4 * MiB, open_aus=2, fat_aus=2, name="au4", **FLASH)
     with EmulatedCard(spec) as card:
@@ -78,6 +80,8 @@ def test_4_mib_au_2_open_fat_tuned_and_a_partition_at_1_mib():
     assert "stripe_width=1024" in doc["advice"]["commands"]["ext4"]
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_12_mib_au_6_open_on_a_32_gb_card_preserved():
     """Not a power of two (flashbench shows it as 4 MiB); the read pass on a 32 GB card within 60 s;
     --preserve puts back every byte it wrote."""
@@ -104,6 +108,8 @@ def test_12_mib_au_6_open_on_a_32_gb_card_preserved():
     assert doc["write"]["restore"]["status"] == "restored" and after == before
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_a_card_without_geometry_has_no_boundary_stored_and_listed(tmp_path):
     db = str(tmp_path / "results.sqlite3")
     spec = CardSpec(size=256 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="plain")
@@ -156,3 +162,23 @@ def test_write_on_a_mounted_card_is_refused_but_timing_it_is_allowed():
 def test_preserve_without_write_is_a_usage_error():
     p = call_cli("geometry", "/dev/null", "--preserve")
     assert p.returncode == 2 and "--preserve is for --write" in p.stderr
+
+
+def test_write_without_confirmation_and_no_terminal_is_refused():
+    with loop_device(256 * MiB) as dev:
+        one_line_error(call_cli("geometry", dev, "--write"), "not confirmed", "--confirm", "--preserve")
+
+
+def _system_disk() -> str | None:
+    src = subprocess.run(["findmnt", "-n", "-o", "SOURCE", "/"], capture_output=True, text=True).stdout.strip()
+    if not src.startswith("/dev/"):
+        return None
+    parent = subprocess.run(["lsblk", "-n", "-d", "-o", "PKNAME", src], capture_output=True, text=True).stdout.strip()
+    return f"/dev/{parent}" if parent else src
+
+
+def test_write_on_the_system_disk_is_refused():
+    disk = _system_disk()
+    if disk is None or not os.path.exists(disk):
+        pytest.skip("the root filesystem is not on a block device here")
+    one_line_error(call_cli("geometry", disk, "--write", "--preserve"), "refusing", "running system")
