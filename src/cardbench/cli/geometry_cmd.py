@@ -26,9 +26,9 @@ from cardbench.units import fmt_size
 
 
 @click.command("geometry", epilog=params.examples(
-    "cardbench geometry /dev/sdb            # read-only: AU and page from read timing",
+    "cardbench geometry /dev/sdb          # read-only: AU and page",
     "cardbench geometry /dev/sdb --json",
-    "cardbench geometry /dev/sdb --write --preserve   # + open AUs, FAT AUs; restores what it writes"))
+    "cardbench geometry /dev/sdb --write --preserve   # + open AUs"))
 @click.argument("device")
 @click.option("--write", is_flag=True, help="Also find the open AUs and FAT-tuned AUs by writing (destroys data "
                                             "unless --preserve; asks for confirmation).")
