@@ -9,6 +9,7 @@ from cardbench.geometry.doc import SCHEMA, check_doc, new_doc, size_text
 from cardbench.geometry.run import declared_au
 from cardbench.kinds import kind_for_schema
 from cardbench.kinds.geometry import summary
+from cardbench.report.geometry import geometry_chart, geometry_section
 
 
 def found(**kw):
@@ -50,3 +51,18 @@ def test_the_declared_au_comes_from_the_sd_status_else_preferred_erase_size():
     sd.card.status = None
     assert declared_au(sd) == (4 << 20, "sysfs preferred_erase_size")
     assert declared_au(SimpleNamespace(card=None)) == (None, None)
+
+
+def test_the_html_chart_marks_the_au_boundaries_and_the_step():
+    offsets = [k * (256 << 10) for k in range(1, 97)]
+    costs = [(300e-6 if o % (4 << 20) == 0 else 150e-6) for o in offsets]
+    d = found(device="/dev/sdb", message="AU 4 MiB (high confidence).", advice={"lines": ["partition 1 ... fix"]},
+              timing={"au": {"offsets": offsets, "cost_seconds": costs, "finding": {"step": 150e-6}}})
+    d["allocation_unit_bytes"] = 4 << 20
+    svg = geometry_chart(d)
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert svg.count('fill="#b8322c"') == 96 // 16 and "stroke-dasharray" in svg and "AU 4 MiB marked" in svg
+    html = geometry_section([d])
+    assert "<h3>/dev/sdb</h3>" in html and "partition 1 ... fix" in html
+    assert "no boundary found" in geometry_chart(dict(d, allocation_unit_bytes=None))
+    assert "no timing recorded" in geometry_chart(new_doc())

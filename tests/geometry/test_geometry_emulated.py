@@ -120,6 +120,11 @@ def test_a_card_without_geometry_has_no_boundary_stored_and_listed(tmp_path):
     assert listed.returncode == 0 and "geometry: no boundary found" in listed.stdout, listed.stdout
     exported = json.loads(call_cli("results", "--db", db, "--json").stdout)
     assert [d["id"] for d in exported["geometry"]] == [doc["id"]]
+    html = tmp_path / "report.html"
+    p = call_cli("report", "--db", db, "--html", str(html), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["geometry_results"] == 1
+    page = html.read_text()
+    assert '<section id="geometry">' in page and "no boundary found" in page and 'class="chart geometry-chart"' in page
     assert doc["allocation_unit_bytes"] is None and doc["allocation_unit_confidence"] == "none"
     assert doc["page_bytes"] is None and doc["page_confidence"] == "none"
     assert doc["open_units"] == {"linear": None, "random": None} and doc["fat_units"] is None
