@@ -187,3 +187,21 @@ def test_write_on_the_system_disk_is_refused():
     if disk is None or not os.path.exists(disk):
         pytest.skip("the root filesystem is not on a block device here")
     one_line_error(call_cli("geometry", disk, "--write", "--preserve"), "refusing", "running system")
+
+
+@pytest.mark.timing
+@pytest.mark.slow
+def test_run_device_with_geometry_stores_both(tmp_path):
+    db = str(tmp_path / "results.sqlite3")
+    spec = CardSpec(size=512 * MiB, au_bytes=4 * MiB, name="run4", **FLASH)
+    with EmulatedCard(spec) as card:
+        p = call_cli("run", card.device, "--geometry", "--runs", "1", "--warmup", "0", "--db", db)
+    assert p.returncode == 0, p.stderr
+    assert "This card, tested at" in p.stdout and "AU 4 MiB" in p.stdout
+    exported = json.loads(call_cli("results", "--db", db, "--json").stdout)
+    assert len(exported["results"]) == 1 and exported["geometry"][0]["allocation_unit_bytes"] == 4 * MiB
+
+
+def test_run_geometry_is_for_a_block_device(tmp_path):
+    p = call_cli("run", str(tmp_path), "--geometry", "--no-save")
+    assert p.returncode == 2 and "--geometry is for a block device" in p.stderr

@@ -16,6 +16,8 @@ from cardbench.cli import params
 from cardbench.share import share_options
 from cardbench.cli.ui import error_line, said
 from cardbench.engine import engine_names
+from cardbench.geometry import GeometryOptions, find_geometry
+from cardbench.report.geometry import render_geometry
 from cardbench.errors import CardbenchError, ExitCode, UsageError
 from cardbench.record import check_store, record
 from cardbench.result import Card, Reader
@@ -67,9 +69,12 @@ def cli() -> None:
 @click.option("--plan", "plan_only", is_flag=True,
               help="Directory: only say what the run would do (each test and the bytes of the file it writes, "
                    "capped by the free space and the filesystem's largest file) and write nothing.")
+@click.option("--geometry", "with_geometry", is_flag=True,
+              help="Block device: also find its flash geometry, read-only (as `cardbench geometry`), stored beside "
+                   "the run.")
 def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
             positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained,
-            plan_only):
+            plan_only, with_geometry):
     """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
     whole block device.
 
@@ -97,6 +102,8 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
                                            duration=duration, sustained=sustained,
                                            extra_tests=_extra_tests(profile, test_names)))
         return
+    if with_geometry and not is_device:
+        raise UsageError("--geometry is for a block device (a card's geometry is timed on the whole device)")
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
@@ -121,13 +128,22 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
         raise
     from cardbench.report.answer import render_run
 
+    geometry = None
+    if with_geometry:
+        try:
+            geometry = find_geometry(target, GeometryOptions(progress=progress))
+        except CardbenchError as e:     # the run stands; the geometry could not be found
+            out.note(f"geometry: {e.message}")
+
     def show() -> None:     # after storing: what is printed is what was stored (re-judged)
         out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
                  nl=False)
+        if geometry is not None and not out.json:
+            out.echo("\n" + render_geometry(geometry), nl=False)
     if no_save:
         show()
         return
-    rec = record(result, db, show=show)
+    rec = record([result, geometry] if geometry is not None else result, db, show=show)
     said(rec, saved_line=not (out.json or out.quiet))
     if rec.stored and not verbose and out.fmt in ("table", "md"):
         out.note(f"every run and its statistics: cardbench results --id {result.id[:12]}")
