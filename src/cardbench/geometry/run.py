@@ -106,7 +106,9 @@ def find_geometry(target: DeviceTarget | str, opts: GeometryOptions | None = Non
     opts = opts or GeometryOptions()
     opts.validate()
     if not isinstance(target, DeviceTarget):
-        target = open_target(target, kinds=("device",), whole_device=True)
+        opened = open_target(target, kinds=("device",), whole_device=True)
+        assert isinstance(opened, DeviceTarget)
+        target = opened
     path = target.path
     dev = target.block_device()
     if not os.access(path, os.R_OK):

@@ -126,7 +126,7 @@ def open_units(w: Writer, size: int, au: int, order: str = "linear", *, max_open
     t0 = time.perf_counter()
     nxt = 0
     collapsed: list[int] = []
-    plain = None
+    plain: float | None = None
     for n in range(1, max_open + 1):
         units = [first_unit + (nxt + i) % pool for i in range(n)]
         nxt += n
@@ -156,7 +156,7 @@ def open_units(w: Writer, size: int, au: int, order: str = "linear", *, max_open
         return out
     n = collapsed[0]
     out.count = n - 1
-    ratio = out.per_write[n] / plain
+    ratio = out.per_write[n] / (plain or out.per_write[n])
     confirmed = len(collapsed) >= 2
     if n == 1:
         out.count, out.reason = None, "even one AU written in turn is slow: no open AU to find"

@@ -80,12 +80,12 @@ def geometry_chart(doc: dict, *, width: int = 960, height: int = 320, chart_id: 
     out.append(f'<text x="16" y="{top + plot_h / 2:.1f}" transform="rotate(-90 16 {top + plot_h / 2:.1f})" '
                'text-anchor="middle" fill="#333">extra time (us)</text>')
     for o, c in pts:
-        on = bool(au) and o % au == 0
+        on = isinstance(au, int) and au > 0 and o % au == 0
         out.append(f'<circle cx="{px(o):.1f}" cy="{py(c):.1f}" r="{3 if on else 1.6}" '
                    f'fill="{"#b8322c" if on else "#1f6fb2"}"/>')
     step = ((scan.get("finding") or {}).get("step"))
     if au and isinstance(step, (int, float)):
-        level = sorted(c for o, c in pts if o % au == 0)
+        level = sorted(c for o, c in pts if isinstance(au, int) and au > 0 and o % au == 0)
         if level:
             y = py(level[len(level) // 2])
             out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#b8322c" '
