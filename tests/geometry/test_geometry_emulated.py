@@ -17,6 +17,8 @@ from realparts import call_cli, can_emulate, loop_device, mounted
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.engine.buffers import aligned_buffer
 from cardbench.engine.data import DataFile
+from cardbench.errors import Interrupted
+from cardbench.geometry import GeometryOptions, find_geometry, writes
 from cardbench.geometry.doc import SCHEMA, check_doc
 from cardbench.report.geometry import render_geometry
 from cardbench.units import MB
@@ -206,3 +208,33 @@ def test_run_device_with_geometry_stores_both(tmp_path):
 def test_run_geometry_is_for_a_block_device(tmp_path):
     p = call_cli("run", str(tmp_path), "--geometry", "--no-save")
     assert p.returncode == 2 and "--geometry is for a block device" in p.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_write_pass_puts_every_byte_back(tmp_path, monkeypatch):
+    """Interrupted after the open-AU test wrote (the FAT test starting), --preserve restores."""
+    spec = CardSpec(size=512 * MiB, au_bytes=4 * MiB, open_aus=2, name="intr", **FLASH)
+    span = 48 * 4 * MiB
+    with EmulatedCard(spec) as card:
+        with card.unpaced():
+            with DataFile.open(card.device, write=True) as f:
+                buf = aligned_buffer(16 * MiB)
+                buf[:] = os.urandom(16 * MiB)
+                for off in range(0, span, 16 * MiB):
+                    f.write_exact(buf, off)
+                buf.close()
+            before = sha_head(card.device, span)
+        scribbled = card.status()["counters"]["bytes_written"]
+
+        def interrupt(*a, **k):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(writes, "fat_units", interrupt)
+        with pytest.raises(Interrupted, match="restored"):
+            find_geometry(card.device, GeometryOptions(write=True, preserve=True, journal_dir=str(tmp_path / "j"),
+                                                       max_au=16 * MiB, seed=2))
+        written = card.status()["counters"]["bytes_written"] - scribbled
+        with card.unpaced():
+            after = sha_head(card.device, span)
+    assert written >= 2 * 6 * 64 * 1024 * 3      # the open-AU test wrote (3 AUs at least), the restore as much
+    assert after == before
+    assert not any((tmp_path / "j").glob("*/regions.jsonl"))
