@@ -211,7 +211,7 @@ def fat_units(w: Writer, size: int, au: int, open_count: int | None, *, rounds: 
         count += 1
     out.count = count
     ratios = [out.reference / t for t in out.per_write]
-    clear = all(r >= CLEAR for r, f in zip(ratios, fast) if f) and all(r < 1.5 for r, f in zip(ratios, fast) if not f)
+    clear = all(r >= CLEAR for r, f in zip(ratios, fast, strict=True) if f) and all(r < 1.5 for r, f in zip(ratios, fast, strict=True) if not f)
     out.confidence = "high" if clear else "low"
     if not clear:
         out.reason = "the first AUs' write times are between an ordinary AU's and a tuned one's"

@@ -44,7 +44,7 @@ def geometry_chart(doc: dict, *, width: int = 960, height: int = 320, chart_id: 
     the boundaries at multiples of the AU found in red, the step (median level there) marked."""
     scan = ((doc.get("timing") or {}).get("au") or {})
     offsets, costs = scan.get("offsets") or [], scan.get("cost_seconds") or []
-    pts = [(o, c * 1e6) for o, c in zip(offsets, costs) if isinstance(o, (int, float)) and isinstance(c, (int, float))]
+    pts = [(o, c * 1e6) for o, c in zip(offsets, costs, strict=False) if isinstance(o, (int, float)) and isinstance(c, (int, float))]
     au = doc.get("allocation_unit_bytes")
     title = (f"Reading across a boundary: extra time per boundary; AU {size_text(au)} marked" if au else
              "Reading across a boundary: extra time per boundary (no boundary found)")
