@@ -67,8 +67,10 @@ import time
 from dataclasses import dataclass
 
 from cardbench.engine.fio import run_fio
+from cardbench.plan import parse_pattern
 from cardbench.stats import median_ci
-from cardbench.workloads.random import TestArea, open_area, parse_pattern, run_once
+from cardbench.target import open_target
+from cardbench.workloads.random import TestArea, open_area, run_once
 
 AREA = 1 << 30
 #: fio against itself: the noise floor of a ratio on this machine at this time
@@ -259,7 +261,7 @@ def main() -> int:
     rows: list[Row] = []
     try:
         if "file" in targets:
-            a = open_area(args.dir, AREA, max_fill_seconds=None)
+            a = open_area(open_target(args.dir), AREA, max_fill_seconds=None)
             cleanup.append(a.close)
             areas.append(("file", a))
         if "loop" in targets:
@@ -302,7 +304,7 @@ def main() -> int:
                     for e in seq:
                         res[e].append(one(area, case, e, args.seconds, prof, fio_mem))
                 for e in [e for e in order if e != "fio"]:
-                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"])]
+                    ratios = [a.bytes_per_s / b.bytes_per_s for a, b in zip(res[e], res["fio"], strict=True)]
                     row = Row(tname, case, e, None if e in (AA, FALLBACK, FIO_MALLOC) else goal, ratios,
                               ours=statistics.median(run.bytes_per_s for run in res[e]),
                               fio=statistics.median(run.bytes_per_s for run in res["fio"]),

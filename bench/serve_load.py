@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -138,7 +137,7 @@ def run(db: str, n: int, runs: int) -> None:
             for k in range(0, todo, 500):
                 st.save_all([Result.from_dict(x) for x in docs(min(500, todo - k), f"fill{k}")])
             total = st.count()
-        from cardbench.server.pages import card_url, model_url, model_key
+        from cardbench.server.pages import card_url, model_key, model_url
         with open_store(db) as st:
             one = st.results(card="fill0-7", limit=1)[0]
         for label, path in (("first page", "/"), ("page 100", "/?page=100"), ("filtered --card", "/?card=fill0-7"),
@@ -169,7 +168,7 @@ def main() -> None:
         with running_postgres() as pg:
             run(pg.new_database(), a.records, a.runs)
     except pytest.skip.Exception as e:
-        raise SystemExit(f"no PostgreSQL: {e}")
+        raise SystemExit(f"no PostgreSQL: {e}") from None
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from cardbench.emulate import CardSpec, EmulatedCard  # noqa: E402
 from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory  # noqa: E402
+from cardbench.target import DirTarget, open_target
 from cardbench.units import MB, MiB  # noqa: E402
 
 FILE_GOAL = 0.02
@@ -52,12 +53,12 @@ def file_row(fs: str, rate: float, runs: int) -> list:
         if fs == "exfat-fuse":
             mnt = _exfat_fuse(card)
             try:
-                r = run_directory(mnt, RunOptions(size=size, runs=runs))
+                r = run_directory(DirTarget.open(mnt), RunOptions(size=size, runs=runs))
             finally:
                 subprocess.run(["umount", mnt], check=False, capture_output=True)
         else:
             with card.filesystem(fs) as mnt:
-                r = run_directory(mnt, RunOptions(size=size, runs=runs))
+                r = run_directory(DirTarget.open(mnt), RunOptions(size=size, runs=runs))
     w = r.test("seq_write").median_bytes_per_s
     rd = r.test("cold_read").median_bytes_per_s
     return [fs, rate, size, w, rd]
@@ -68,7 +69,7 @@ def raw_row(rate: float, runs: int) -> list:
     with EmulatedCard(spec) as card:
         from cardbench.devices import get_device
         size = get_device(card.device, whole_device=True).size
-        r = run_device(card.device, DeviceOptions(runs=runs, positions=8, access_seconds=0.5, destructive=True,
+        r = run_device(open_target(card.device, kinds=("device",), whole_device=True), DeviceOptions(runs=runs, positions=8, access_seconds=0.5, destructive=True,
                                                   confirm=str(size)))
     return ["raw", rate, r.test("raw_read").method["sample_bytes"], r.test("raw_write").median_bytes_per_s,
             r.test("raw_read").median_bytes_per_s]

@@ -32,6 +32,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from cardbench.emulate import CardSpec, EmulatedCard  # noqa: E402
+from cardbench.target import open_target  # noqa: E402
 from cardbench.units import MB, MiB  # noqa: E402
 from cardbench.verify.quick import verify_device  # noqa: E402
 
@@ -81,7 +82,7 @@ def run_f3probe(dev: str) -> dict:
 
 def run_lib(dev: str, destructive: bool, journal: str) -> dict:
     t0 = time.monotonic()
-    doc = verify_device(dev, destructive=destructive, journal_dir=journal)
+    doc = verify_device(open_target(dev, kinds=("device",), whole_device=True), destructive=destructive, journal_dir=journal)
     return {"verdict": doc["verdict"], "usable": doc["usable_bytes"], "kind": doc["kind"],
             "wall": time.monotonic() - t0, "written": doc["method"].get("bytes_written")}
 

@@ -4,8 +4,11 @@
 #
 #   bash scripts/test.sh            # everything (CI: .ci/run)
 #   bash scripts/test.sh --quick    # a developer's inner loop: every test not marked slow, no VM tier
-#   bash scripts/test.sh tests/vm   # extra arguments: one pytest run of what they name
+#   bash scripts/test.sh tests/vm   # extra arguments: one pytest run of what they name (no lint)
 #
+# First the lint: ruff, mypy, then the layer contract (import-linter), as pyproject's [tool.ruff],
+# [tool.mypy] and [tool.importlinter] set them (not with extra arguments). A finding stops the run
+# there, before any test, with that tool's exit code (1 for findings).
 # Three passes (README, "Tests"): the tests marked `timing` (a measured rate or time against a
 # set one) apart from the rest, on $CARDBENCH_TIMING_WORKERS workers (default 2: two paced
 # emulated cards at a time, one test file per worker), each tried up to 3 times; then every
@@ -34,6 +37,43 @@ timing_workers="${CARDBENCH_TIMING_WORKERS:-2}"
 vm_workers="${CARDBENCH_VM_WORKERS:-2}"
 
 [ "${CARDBENCH_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh
+
+lint() {   # ruff, mypy, then the layers: the first that finds anything ends the run with its exit code
+  local t0 tool lrc=0
+  t0=$(date +%s)
+  for tool in ruff mypy; do
+    python3 -m "$tool" --version >/dev/null 2>&1 || {
+      echo "lint: $tool is not installed (scripts/setup.sh, or pip install -e '.[test]'); no test was run" >&2
+      exit 1
+    }
+  done
+  python3 -c 'import importlinter' 2>/dev/null || {
+    echo "lint: import-linter is not installed (scripts/setup.sh, or pip install -e '.[test]'); no test was run" >&2
+    exit 1
+  }
+  python3 -m ruff check --quiet || lrc=$?
+  if [ "$lrc" != 0 ]; then
+    echo "lint: ruff found the problems above (exit $lrc; import order: python3 -m ruff check --fix --select I);" \
+      "no test was run" >&2
+    exit "$lrc"
+  fi
+  python3 -m mypy || lrc=$?
+  if [ "$lrc" != 0 ]; then
+    echo "lint: mypy found the problems above (exit $lrc); no test was run" >&2
+    exit "$lrc"
+  fi
+  # import-linter's console script, run by this python (no `python -m` entry point of its own)
+  python3 -c 'import sys; from importlinter.cli import lint_imports_command; sys.argv[0] = "lint-imports"; lint_imports_command()' \
+    --no-cache > "${TMPDIR:-/tmp}/cardbench-layers.txt" 2>&1 || lrc=$?
+  if [ "$lrc" != 0 ]; then
+    cat "${TMPDIR:-/tmp}/cardbench-layers.txt" >&2
+    echo "lint: the layer contract is broken (exit $lrc; pyproject's [tool.importlinter], docs/architecture.md);" \
+      "no test was run" >&2
+    exit "$lrc"
+  fi
+  echo "lint (ruff, mypy, layers) took $(( $(date +%s) - t0 )) s"
+}
+[ ${#args[@]} -gt 0 ] || lint
 
 parallel=(-p no:xdist)
 [ "$workers" != 0 ] && parallel=(-n "$workers" --dist loadgroup)

@@ -89,6 +89,7 @@ def call_cli(*args: str, input: str | None = None, timeout: float | None = None)
     import io
     import logging
     import signal
+
     from cardbench.cli import main
     del timeout
     env = dict(os.environ)

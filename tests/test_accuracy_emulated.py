@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from realparts import ROOT, call_cli
-
 from cardbench.result import Card
 from cardbench.runner import RunOptions, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli
 
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 
@@ -28,7 +28,7 @@ def test_run_matches_set_rates(write, read, size):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=256 * MiB, write_rate=write, read_rate=read, name="acc")
     with EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
-        r = run_directory(mnt, RunOptions(size=size, runs=3, warmup=0, card=Card(name="acc")))
+        r = run_directory(DirTarget.open(mnt), RunOptions(size=size, runs=3, warmup=0, card=Card(name="acc")))
     w = r.test("seq_write").median_bytes_per_s
     rd = r.test("cold_read").median_bytes_per_s
     assert w == pytest.approx(write, rel=0.03), f"seq_write {w / MB:.3f} MB/s vs set {write / MB:.3f}"
@@ -46,5 +46,8 @@ def test_demo_prints_measured_rows(tmp_path):
     assert "Lexar 48M" in p.stdout and "SanDisk 64M" in p.stdout
     p = call_cli("results", "--db", db, "--format", "csv")
     assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4
+    # every file sized so that no run is too short to time well (issue 30: 6 MB files made runs of 0.41 s)
+    p = call_cli("results", "--db", db, "--json")
+    assert p.returncode == 0 and "cold_read" in p.stdout and "too short to time well" not in p.stdout
     out = os.popen("losetup -a").read()
     assert "demo" not in out

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from ata_blocks import build_identify
-from realparts import ROOT, loop_device, call_cli
 
+from ata_blocks import build_identify
 from cardbench.devices.ata import AtaProbe, decode_identify, read_identify
 from cardbench.devices.identity import apply_ata
 from cardbench.result import Card, Reader, Result, Run, TestResult
 from cardbench.store import open_store
+from realparts import ROOT, call_cli, loop_device
 
 MB = 1_000_000
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import os
 import re
 import signal
 from pathlib import Path
 
+import pytest
+
 from cardbench import errors
 from cardbench.errors import CardbenchError, ExitCode
+from realparts import ROOT, call_cli, loop_device, sha256_device
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -76,3 +80,23 @@ def test_every_command_module_imports():
     import cardbench.cli as cli_mod
     assert cli_mod._BROKEN == []
     assert _main(["--help"])[0] == 0
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
+def test_a_destructive_write_without_a_terminal_is_refused_alike_by_every_command():
+    """Nothing given to confirm with, and no terminal to ask on: `run --destructive` and `verify
+    --destructive` both refuse with exit 4 (SafetyRefusal, as README's table says), in the same
+    one line naming the device and what to pass; not a byte is written."""
+    with loop_device(32 << 20) as dev:
+        with open(dev, "r+b") as f:
+            f.write(os.urandom(1 << 20) * 32)
+        before = sha256_device(dev)
+        ran = call_cli("run", dev, "--destructive", "--no-save")
+        verified = call_cli("verify", dev, "--destructive", "--no-save")
+        assert ran.returncode == verified.returncode == ExitCode.SAFETY == 4, (ran.stderr, verified.stderr)
+        assert ran.stderr == verified.stderr and ran.stdout == verified.stdout == ""
+        [line] = ran.stderr.splitlines()
+        assert line.startswith(f"cardbench: not confirmed: {dev} (") and f"{32 << 20} bytes)" in line
+        assert line.endswith("pass --confirm with its size in bytes (see `cardbench list`): there is no terminal "
+                             "to ask on")
+        assert sha256_device(dev) == before

@@ -8,9 +8,23 @@ from __future__ import annotations
 import pytest
 
 from cardbench.errors import TargetError
-from cardbench.plan import (APP_AREA, FAT_FILE_LIMIT, MAX_AUTO_SIZE, MIN_AUTO_SIZE, PROFILES, area_size, auto_cap,
-                            extra_engine, file_limit, largest_fit, make_plan, next_probe, room_needed,
-                            size_from_probes, sustained_size)
+from cardbench.plan import (
+    APP_AREA,
+    FAT_FILE_LIMIT,
+    MAX_AUTO_SIZE,
+    MIN_AUTO_SIZE,
+    PROFILES,
+    area_size,
+    auto_cap,
+    extra_engine,
+    file_limit,
+    largest_fit,
+    make_plan,
+    next_probe,
+    room_needed,
+    size_from_probes,
+    sustained_size,
+)
 from cardbench.runner import RunOptions
 from cardbench.target import target_model
 

@@ -13,12 +13,21 @@ import uuid
 
 import pytest
 
-from realparts import (ROOT, can_emulate, emulators_under, loop_device, mounted, call_cli, run_cli_as, sh,
-                       unprivileged_user)
-
 from cardbench.result import Card
 from cardbench.runner import RunOptions, largest_fit, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB, MiB
+from realparts import (
+    ROOT,
+    call_cli,
+    can_emulate,
+    emulators_under,
+    loop_device,
+    mounted,
+    run_cli_as,
+    sh,
+    unprivileged_user,
+)
 
 needs_emulator = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE, loop devices and libfuse3")
 
@@ -134,7 +143,7 @@ def test_exfat_fuse_cold_read_is_the_card(tmp_path):
     with emulators_under(tmp_path), \
             EmulatedCard(CardSpec(size=64 * MiB, write_rate=rate, read_rate=rate, name="sdxc")) as card, \
             exfat_fuse(card) as mnt:
-        r = run_directory(mnt, RunOptions(size=16 * MB, runs=2, warmup=0))
+        r = run_directory(DirTarget.open(mnt), RunOptions(size=16 * MB, runs=2, warmup=0))
         left = leftovers(mnt)
     read = r.test("cold_read")
     assert read.median_bytes_per_s == pytest.approx(rate, rel=0.05), read.median_bytes_per_s / MB
@@ -162,7 +171,7 @@ def test_a_cached_read_is_never_the_cards_speed(tmp_path, monkeypatch):
     with emulators_under(tmp_path), \
             EmulatedCard(CardSpec(size=64 * MiB, write_rate=8 * MB, read_rate=4 * MB, name="sdxc")) as card, \
             exfat_fuse(card) as mnt:
-        r = run_directory(mnt, RunOptions(size=4 * MB, runs=2, label="133X", card=Card(label="133X")))
+        r = run_directory(DirTarget.open(mnt), RunOptions(size=4 * MB, runs=2, label="133X", card=Card(label="133X")))
         left = leftovers(mnt)
     read = r.test("cold_read")
     assert read.runs == [] and read.complete is False
@@ -222,7 +231,7 @@ def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
     from cardbench.emulate import CardSpec, EmulatedCard
     spec = CardSpec(size=64 * MiB, write_rate=6 * MB, read_rate=24 * MB, name="auto")
     with emulators_under(tmp_path), EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
-        r = run_directory(mnt, RunOptions(runs=1, warmup=0))
+        r = run_directory(DirTarget.open(mnt), RunOptions(runs=1, warmup=0))
         assert leftovers(mnt) == []
         for t in r.tests:
             assert all(run.seconds >= 0.5 for run in t.runs + t.warmup), t.name
@@ -232,7 +241,7 @@ def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
         with card.unpaced():
             _fill(mnt, 10 << 20)
         free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
-        r = run_directory(mnt, RunOptions(runs=1, warmup=0))
+        r = run_directory(DirTarget.open(mnt), RunOptions(runs=1, warmup=0))
         assert leftovers(mnt) == []
     size = r.test("seq_write").method["file_bytes"]
     assert size <= largest_fit(free) and size >= largest_fit(free) - MiB
@@ -242,7 +251,7 @@ def test_auto_size_times_well_and_fits_a_nearly_full_card(tmp_path):
 
 @pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 def test_short_runs_are_warned_about(loop_ext4):
-    r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=2))
+    r = run_directory(DirTarget.open(loop_ext4), RunOptions(size=1 * MB, runs=2))
     for t in r.tests:
         assert any("less than 0.5 s" in w and "--size" in w for w in t.warnings), t.warnings
 
@@ -255,7 +264,8 @@ def test_short_runs_are_warned_about(loop_ext4):
 def test_filesystem_on_the_device(mkfs, expect):
     """What a FUSE mount's device holds (mountinfo says only "fuseblk"), from its boot sector."""
     import shutil
-    from cardbench.workloads.coldness import filesystem_on
+
+    from cardbench.devices.mounts import filesystem_on
     if not shutil.which(mkfs[0]):
         pytest.skip(f"needs {mkfs[0]}")
     with loop_device(64 << 20) as dev:

@@ -7,10 +7,9 @@ import os
 
 import pytest
 
-from realparts import ROOT, call_cli
-
 from cardbench.store import open_store
 from cardbench.units import MiB
+from realparts import ROOT, call_cli
 
 pytestmark = pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE")
 

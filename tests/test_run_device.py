@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from realparts import ROOT, loop_device, mounted, call_cli, sha256_device
-
 from cardbench.engine.fio import run_fio
 from cardbench.runner import DeviceOptions, run_device
+from cardbench.target import open_target
 from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli, child_env, loop_device, mounted, sha256_device
 
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 def test_raw_read_matches_fio_on_the_same_device():
     from cardbench.emulate import CardSpec, EmulatedCard
     with EmulatedCard(CardSpec(size=64 * MiB, write_rate=10 * MB, read_rate=20 * MB, name="raw")) as card:
-        r = run_device(card.device, DeviceOptions(runs=3, warmup=0, positions=8, sample=4 * MiB, access_seconds=0.5))
+        r = run_device(open_target(card.device, kinds=("device",), whole_device=True), DeviceOptions(runs=3, warmup=0, positions=8, sample=4 * MiB, access_seconds=0.5))
         fio = run_fio(card.device, "read", MiB, size=24 * MiB)
     raw = r.test("raw_read")
     ratio = raw.median_bytes_per_s / fio.bytes_per_s
@@ -71,3 +73,33 @@ def test_partition_and_missing_paths_are_one_line():
         p = call_cli(*args, "--no-save")
         assert p.returncode != 0 and "Traceback" not in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr.lower()
+
+
+def test_destructive_run_asks_on_the_terminal(tmp_path):
+    """`run --destructive` without --confirm on a terminal (a pty): the warning names the device,
+    the identity typed is checked; a wrong one refuses (exit 4), the right one runs raw_write
+    (here with --preserve: the device is as it was)."""
+    with loop_device(32 << 20) as dev:
+        with open(dev, "r+b") as f:
+            f.write(os.urandom(1 << 20) * 32)
+        before = sha256_device(dev)
+        for answer, code in (("12345", 4), (str(32 << 20), 0)):
+            master, slave = os.openpty()
+            try:
+                os.write(master, answer.encode() + b"\n")
+                p = subprocess.run([sys.executable, "-m", "cardbench", "run", dev, "--destructive", "--preserve",
+                                    "--runs", "1", "--warmup", "0", "--positions", "4", "--json", "--no-save"],
+                                   stdin=slave, capture_output=True, text=True, env=child_env(), timeout=120)
+            finally:
+                os.close(slave)
+                os.close(master)
+            assert p.returncode == code, p.stderr
+            assert f"{dev} (unknown model, 33.6 MB, {32 << 20} bytes): raw_write will overwrite parts of it" in p.stderr
+            assert "Type its size in bytes to go on" in p.stderr and "Traceback" not in p.stderr
+            if code:
+                # the answer's newline is echoed on the terminal, not into stderr's pipe
+                assert p.stderr.rstrip().endswith(f"cardbench: confirmation does not match the size in bytes of "
+                                                  f"{dev}; nothing was written")
+            else:
+                assert "raw_write" in [t["name"] for t in json.loads(p.stdout)["tests"]]
+            assert sha256_device(dev) == before

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from realparts import loop_device, mounted, call_cli, sh
-
 from cardbench.result import SCHEMA, Result
 from cardbench.runner import RunOptions, largest_fit, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB
+from realparts import call_cli, loop_device, mounted, sh
 
 
 def leftovers(mnt: str) -> list[str]:
@@ -48,7 +48,7 @@ def test_run_json_document(loop_ext4):
 
 
 def test_library_call_and_cold_read_checked(loop_ext4):
-    r = run_directory(loop_ext4, RunOptions(size=2 * MB, runs=2))
+    r = run_directory(DirTarget.open(loop_ext4), RunOptions(size=2 * MB, runs=2))
     read = r.test("cold_read")
     assert read.method["cache"].startswith("dropped")
     assert all(f == 0 for f in read.method["resident_fraction_before"])
@@ -57,7 +57,7 @@ def test_library_call_and_cold_read_checked(loop_ext4):
 
 @pytest.mark.slow
 def test_auto_size_grows_with_the_card(loop_ext4):
-    r = run_directory(loop_ext4, RunOptions(runs=1))
+    r = run_directory(DirTarget.open(loop_ext4), RunOptions(runs=1))
     how = r.test("seq_write").method["size_choice"]
     assert how["auto"] is True and len(how["probes"]) >= 1
     # capped by free space: one file's room (free space less 1% + 1 MiB) in a 256 MiB filesystem
@@ -174,7 +174,7 @@ def test_killed_run_cleaned_by_next_run(loop_ext4):
     finally:
         p.kill()
     assert leftovers(loop_ext4), "SIGKILL should leave the file behind"
-    r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
+    r = run_directory(DirTarget.open(loop_ext4), RunOptions(size=1 * MB, runs=1))
     assert any("left by an interrupted run" in w for w in r.warnings)
     assert leftovers(loop_ext4) == []
 
@@ -186,7 +186,7 @@ def test_sweep_removes_only_our_leftovers(loop_ext4):
     for n in ours + theirs:
         with open(os.path.join(loop_ext4, n), "wb") as f:
             f.write(b"x" * 100)
-    r = run_directory(loop_ext4, RunOptions(size=1 * MB, runs=1))
+    r = run_directory(DirTarget.open(loop_ext4), RunOptions(size=1 * MB, runs=1))
     assert any("3 test file(s)" in w for w in r.warnings)
     assert sorted(n for n in os.listdir(loop_ext4) if n != "lost+found") == sorted(theirs)
 

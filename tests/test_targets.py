@@ -10,12 +10,12 @@ import os
 import tempfile
 
 import pytest
-from realparts import run_cli, sh
 
-from cardbench.engine.errors import io_error
+from cardbench.engine.errors import cannot_use, io_error, shown
 from cardbench.errors import TargetError, UsageError
 from cardbench.session import say_gone
-from cardbench.target import DeviceTarget, DirTarget, cannot_use, open_target, shown
+from cardbench.target import DeviceTarget, DirTarget, open_target
+from realparts import run_cli, sh
 
 
 def one_line(p) -> str:
@@ -171,18 +171,19 @@ def test_a_partition_where_a_whole_device_is_needed():
 
 def test_a_partition_is_refused_with_one_wording_by_every_library_call(monkeypatch):
     """The kernel here may not scan partition tables (then the test above skips): the rule is
-    open_target's, so a loop device said to be a partition shows it for run, verify and probe."""
+    open_target's (the library functions take the target it opened), so a loop device said to be
+    a partition shows it for run, verify and probe, from the command line and from Python."""
+    from cardbench.workloads.shared import open_devices
     from realparts import loop_device
-
-    from cardbench.device_run import run_device
-    from cardbench.verify.full import verify_full
-    from cardbench.verify.quick import verify_device
-    from cardbench.workloads.shared import read_together
+    from test_exit_codes import _main
     with loop_device(16 << 20) as dev, loop_device(16 << 20) as other:
         monkeypatch.setattr(DeviceTarget, "partition_of", property(lambda self: "/dev/sdz"))
         want = f"{dev} is a partition of /dev/sdz; give the whole device"
-        for call in (lambda: run_device(dev), lambda: verify_device(dev),
-                     lambda: verify_full(dev, destructive=True), lambda: read_together([dev, other])):
+        for argv in (["run", dev], ["verify", dev], ["verify", "--full", "--destructive", dev]):
+            code, err = _main(argv)
+            assert code == 2 and err.strip() == f"cardbench: {want}", (argv, err)
+        for call in (lambda: open_target(dev, kinds=("device",), whole_device=True),
+                     lambda: open_devices([dev, other])):
             with pytest.raises(UsageError) as e:
                 call()
             assert e.value.message == want and e.value.exit_code == 2

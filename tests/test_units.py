@@ -1,8 +1,20 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cardbench.units import (MB, MiB, UnitError, X_BYTES_PER_S, fmt_rate, fmt_size, fmt_x, parse_duration,
-                             parse_rate, parse_size, x_rating)
+from cardbench.units import (
+    MB,
+    X_BYTES_PER_S,
+    MiB,
+    UnitError,
+    fmt_rate,
+    fmt_size,
+    fmt_x,
+    parse_duration,
+    parse_rate,
+    parse_size,
+    x_rating,
+)
 
 
 @pytest.mark.parametrize("text,expected", [

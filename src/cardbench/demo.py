@@ -2,9 +2,12 @@
 through one USB 2.0 reader, each tested with the standard `cardbench run`.
 
 The survey's figures (write / read, MB/s) are the emulated cards' set rates, scaled up by
-``SPEED_FACTOR`` so the demo is quick; each card gets ext4 and the standard test with
-``FILE_BYTES`` files so the demo is quick (the survey used one 41.99 MB file, which `cardbench run`
-takes on the 48 MB card too: each run needs one file's room).
+``SPEED_FACTOR`` so the demo is quick; each card gets ext4 and the standard test with a file
+sized by the run command's own rule (:func:`cardbench.plan.size_for_rates`) from the rates the
+card is set to, so that every run lasts at least ``RUN_SECONDS``: long enough to time well (above
+:data:`cardbench.plan.MIN_RUN_SECONDS`), short enough for nine cards in about 80 s. (The survey
+used one 41.99 MB file, which `cardbench run` takes on the 48 MB card too: each run needs one
+file's room.)
 Every figure set is printed beside every figure measured, and the results go to a demo
 database, so `cardbench results --db <demo db>` and `cardbench readers` work on them.
 
@@ -22,14 +25,28 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
+from cardbench.emulate import CardSpec, EmulatedReader
 from cardbench.errors import EnvironmentMissing
+from cardbench.plan import MAX_AUTO_SIZE, size_for_rates
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result
+from cardbench.runner import RunOptions, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB
+from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from cardbench.workloads.shared import open_devices, read_together
+
+from .emulate.system import load_mfusepy
 
 SPEED_FACTOR = 3
-FILE_BYTES = 6 * MB
+#: every run of every card lasts at least this long at the rates the card is set to (its faster
+#: direction; a whole number of MiB, as the run command sizes, may take up to 1 MiB off). The
+#: run command's automatic size (3 s writes, reads of at least 1 s) would take the drawer 4 min;
+#: fixed 6 MB files made runs of 0.41-0.5 s, and figures 3.5% off the rates set.
+RUN_SECONDS = 0.6
 RUNS = 3
 
 
@@ -77,27 +94,35 @@ def check_environment() -> None:
             raise EnvironmentMissing(f"the demo needs {tool} (util-linux/e2fsprogs); "
                                      "try `cardbench run DIRECTORY` instead")
     try:
-        from .emulate.system import load_mfusepy
         load_mfusepy()
     except (ImportError, OSError, EnvironmentMissing):
         raise EnvironmentMissing("the demo needs libfuse3 (apt-get install fuse3); "
                                  "try `cardbench run DIRECTORY` instead") from None
 
 
-def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, file_bytes: int, runs: int,
+def file_size(spec, ceiling: float | None, seconds: float = RUN_SECONDS) -> int:
+    """The demo's test file for an emulated card (``spec``: a CardSpec) behind a reader of
+    ``ceiling`` bytes/s (None: none): the run command's sizing (:func:`cardbench.plan.size_for_rates`)
+    with the rates the card is set to, so that each run lasts at least ``seconds``."""
+    cap = ceiling or float("inf")
+    return size_for_rates(min(spec.write_rate, cap), min(spec.read_rate, cap), MAX_AUTO_SIZE,
+                          write_seconds=seconds, read_seconds=seconds)
+
+
+def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, file_bytes: int | None, runs: int,
                progress: ProgressReporter | None) -> Result:
-    """One card behind ``reader``: ext4, the standard test, then the card is taken out."""
-    from cardbench.emulate import CardSpec
-    from cardbench.runner import RunOptions, run_directory
+    """One card behind ``reader``: ext4, the standard test (``file_bytes`` files, None: sized by
+    :func:`file_size`), then the card is taken out."""
     spec = CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
                     read_rate=c.read_mb_s * MB * factor, name=name)
     card = reader.add_card(spec)
     try:
         with card.filesystem("ext4") as mnt:
-            opts = RunOptions(size=file_bytes, runs=runs, progress=progress or NullProgress(),
+            opts = RunOptions(size=file_bytes or file_size(spec, reader.ceiling), runs=runs,
+                              progress=progress or NullProgress(),
                               card=Card(brand=c.brand, capacity_bytes=c.capacity_bytes, label=c.label),
                               reader=Reader(name=reader_name, transport="usb"))
-            result = run_directory(mnt, opts)
+            result = run_directory(DirTarget.open(mnt), opts)
     finally:
         reader.remove_card(card)
     result.source = "demo"
@@ -107,47 +132,54 @@ def _test_card(reader, c: DemoCard, name: str, reader_name: str, factor: float, 
     return result
 
 
-def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTOR, file_bytes: int = FILE_BYTES,
-             runs: int = RUNS, progress: ProgressReporter | None = None, on_result=None,
+#: ``keep(card, measure) -> Result``: run one card's test and keep what it measured
+Keep = Callable[["DemoCard", Callable[[], Result]], Result]
+
+
+def _only_measure(card: DemoCard, measure: Callable[[], Result]) -> Result:
+    return measure()
+
+
+def run_demo(*, cards: list[DemoCard] | None = None, factor: float = SPEED_FACTOR, file_bytes: int | None = None,
+             runs: int = RUNS, progress: ProgressReporter | None = None, keep: Keep | None = None,
              ceiling_mb_s: float | None = READER_CEILING_MB_S, evidence: bool = True,
              on_evidence=None) -> list[tuple[DemoCard, Result]]:
     """Emulate the drawer behind one reader (ceiling ``ceiling_mb_s`` at survey scale, None for
-    none) and run the standard test on every card.
+    none) and run the standard test on every card (``file_bytes`` files; None: each card's own,
+    :func:`file_size`).
 
-    ``on_result(card, result)`` is called after each card (to store and print as it goes).
+    Each card's test goes through ``keep(card, measure)``, which runs ``measure()`` and returns
+    its Result: the CLI's stores and prints each as it goes, and stores what a card cut short
+    measured (:func:`cardbench.measured.keep_measured`); by default the test is only run.
     With ``evidence``: first, when the ceiling hides some card, the known-fast card (the drawer's
-    fastest reader) through another reader without a ceiling (``on_result`` too; its result is the first of the list), and at the
+    fastest reader) through another reader without a ceiling (``keep`` too; its result is the first of the list), and at the
     end two cards in the capped reader's slots read at once; ``on_evidence(finding)`` gets that
     :func:`cardbench.verdicts.readers.judge_shared` finding (with ``reader_identity``).
     """
-    from cardbench.emulate import CardSpec, EmulatedReader
 
     check_environment()
     cards = DRAWER if cards is None else cards
+    keep = keep or _only_measure
     out: list[tuple[DemoCard, Result]] = []
     ceiling = ceiling_mb_s * MB * factor if ceiling_mb_s else None
     fastest = max(cards, key=lambda c: c.read_mb_s)
     if evidence and ceiling is not None and fastest.read_mb_s * MB * factor > ceiling:
         # the known-fast card is only worth fetching when the ceiling hides a card
         with EmulatedReader(ceiling=None) as fast:
-            result = _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor, file_bytes, runs, progress)
+            result = keep(fastest, lambda: _test_card(fast, fastest, "known-fast", FAST_READER_NAME, factor,
+                                                      file_bytes, runs, progress))
         out.append((fastest, result))
-        if on_result:
-            on_result(fastest, result)
     with EmulatedReader(ceiling=ceiling) as reader:
         for i, c in enumerate(cards):
-            result = _test_card(reader, c, f"demo{i}", READER_NAME, factor, file_bytes, runs, progress)
+            result = keep(c, partial(_test_card, reader, c, f"demo{i}", READER_NAME, factor, file_bytes, runs,
+                                     progress))
             out.append((c, result))
-            if on_result:
-                on_result(c, result)
         if evidence and ceiling is not None and len(cards) >= 2:
-            from cardbench.verdicts.readers import judge_shared
-            from cardbench.workloads.shared import read_together
             two = sorted(cards, key=lambda c: c.read_mb_s)[-2:]
             slots = [reader.add_card(CardSpec(size=c.capacity_bytes, write_rate=c.write_mb_s * MB * factor,
                                               read_rate=c.read_mb_s * MB * factor, name=f"slot{i}"))
                      for i, c in enumerate(two)]
-            finding = judge_shared(read_together([s.device for s in slots], seconds=PROBE_SECONDS))
+            finding = judge_shared(read_together(open_devices([s.device for s in slots]), seconds=PROBE_SECONDS))
             finding["reader_identity"] = Reader(name=READER_NAME, transport="usb").identity()
             finding["reader"] = READER_NAME
             finding["cards"] = [f"{c.brand} {c.capacity_bytes // MB}M" for c in two]
@@ -162,7 +194,6 @@ def reader_answer(done: list[tuple[DemoCard, Result]], probes: list[dict] | None
     """The answer to the survey's question from the demo's results: the capped reader's entry of
     :func:`cardbench.verdicts.readers.reader_ceilings` (``entry``), its ceiling, and the cards it
     hides: those whose set read rate is above it (``hidden``: [(card, set, measured)] in bytes/s)."""
-    from cardbench.verdicts.readers import reader_ceilings
     results = [r for _, r in done]
     identity = Reader(name=READER_NAME, transport="usb").identity()
     entry = next((e for e in reader_ceilings(results, probes=probes) if e["identity"] == identity), None)

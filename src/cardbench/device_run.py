@@ -11,12 +11,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from cardbench.errors import CardbenchError, DeviceFault, Interrupted, TargetError, UsageError
+from cardbench.devices.identity import identify
+from cardbench.devices.lock import target_lock
+from cardbench.devices.preserve import Preserver, restore_held
+from cardbench.devices.safety import check_destructive, confirm
+from cardbench.errors import (
+    CardbenchError,
+    DeviceFault,
+    Interrupted,
+    TargetError,
+    UsageError,
+)
 from cardbench.patterns import Pattern
 from cardbench.progress import NullProgress, ProgressReporter
 from cardbench.result import Card, Reader, Result, TestResult, now_iso
 from cardbench.session import fail, judge, mark_incomplete, new_tag
-from cardbench.target import DeviceTarget, open_target
+from cardbench.target import DeviceTarget
+from cardbench.workloads import raw
 
 
 @dataclass
@@ -46,18 +57,13 @@ class DeviceOptions:
             raise UsageError("--preserve only makes sense with --destructive (read-only tests write nothing)")
 
 
-def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) -> Result:
+def run_device(target: DeviceTarget, opts: DeviceOptions | None = None) -> Result:
     """raw_read (sampled over the whole device), raw_access (4 KiB random reads, QD1) and, only
     with ``destructive`` and the safety rules passed, raw_write (sampled like raw_read).
-    ``target``: a device target (cardbench.target.open_target), or its path."""
-    from cardbench.devices.identity import identify
-    from cardbench.devices.lock import target_lock
-    from cardbench.workloads import raw
+    ``target``: a whole device's target (``open_target(path, kinds=("device",), whole_device=True)``)."""
 
     opts = opts or DeviceOptions()
     opts.validate()
-    if not isinstance(target, DeviceTarget):
-        target = open_target(target, kinds=("device",), whole_device=True)
     dev = target.block_device()
     if not os.access(dev.path, os.R_OK):
         raise TargetError(f"cannot open {dev.path}: permission denied (raw device tests need root)")
@@ -69,7 +75,6 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
     preserver = None
     try:
         if opts.destructive:
-            from cardbench.devices.safety import check_destructive, confirm
             dev = check_destructive(dev)     # the state read again, now, and the identity compared
             confirm(dev, opts.confirm)
         with target_lock(target.lock_key, wait=False, label=dev.path):
@@ -96,8 +101,7 @@ def run_device(target: DeviceTarget | str, opts: DeviceOptions | None = None) ->
                                                                  sync="fsync after each sample"))
                 result.tests.append(wtest)
                 if opts.preserve:
-                    from cardbench.devices.preserve import Preserver
-                    preserver = Preserver(target, opts.journal_dir)
+                    preserver = Preserver(dev, opts.journal_dir)
                 for i in range(opts.warmup + opts.runs):
                     with opts.progress.task(f"raw_write sweep {i + 1}/{opts.warmup + opts.runs}",
                                             sample * opts.positions) as adv:
@@ -132,6 +136,5 @@ def _restore(preserver, target=None) -> tuple[str | None, bool]:
     signal came meanwhile). Nothing is written to a ``target`` that went away (Target.gone)."""
     if preserver is None:
         return None, False
-    from cardbench.devices.preserve import restore_held
     done = restore_held(preserver, gone=target.gone if target is not None else None)
     return done.kept, bool(done.signals)

@@ -13,7 +13,8 @@
    (:func:`cardbench.runner.run_device`, positions chosen so a slow card is done in time) and the
    quick ``verify`` (:func:`cardbench.verify.quick.verify_device`, which restores what it writes,
    within ``verify_budget`` seconds);
-4. store the result and the verify document (:func:`save_card`, the one save of the session)
+4. store the result and the verify document (:func:`cardbench.measured.keep_measured`, which
+   every command's measurement ends through: signals held while they are stored and reported)
    and report the card's row; the card can then be swapped.
 
 A card pulled mid-test (or one that cannot be read at all) is stored as incomplete with its
@@ -26,6 +27,9 @@ shared ceiling; each such probe is stored (``cardbench.probe/1``, :mod:`cardbenc
 :meth:`DrawerSession.save_session` stores the session itself (``cardbench.session/1``: which cards,
 in what order, its probes and its reader verdict), both through :func:`cardbench.record.record`.
 
+What happens is told to ``on_event`` as typed values (:data:`DrawerEvent`: :class:`Watching`,
+:class:`CardDone`, ...); :func:`cardbench.report.session.event_lines` words them.
+
 Pace: a 1 MB/s card is done within a minute with the default options (measured with
 ``bench/drawer_pace.py``, README "Benchmarks").
 """
@@ -34,12 +38,31 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
+from cardbench.devices.discovery import get_device
+from cardbench.devices.identity import identify
+from cardbench.devices.watch import Watcher, reader_key
 from cardbench.errors import CardbenchError, Interrupted, StoreError
+from cardbench.evidence import probe_document, probe_findings, probe_reader_identity, session_document
+from cardbench.measured import keep_measured
 from cardbench.progress import NullProgress, ProgressReporter
-from cardbench.result import Card, Reader, Result
+from cardbench.result import Card, Reader, Result, now_iso
+from cardbench.runner import (
+    PROFILES,
+    DeviceOptions,
+    RunOptions,
+    run_device,
+    run_directory,
+)
+from cardbench.store import open_store
+from cardbench.target import DirTarget, open_target
+from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from cardbench.verify.quick import verify_device
+from cardbench.workloads import raw
+from cardbench.workloads.shared import open_devices, read_together
 
 SCHEMA = "cardbench.drawer/1"
 #: seconds a card is given to be automounted before it is tested unmounted
@@ -53,7 +76,6 @@ MAX_POSITIONS = 16
 ACCESS_SECONDS = 1.0
 
 Ask = Callable[[Card, Any], Card]
-Event = Callable[..., None]
 
 
 @dataclass
@@ -72,7 +94,7 @@ class DrawerOptions:
     reader_name: str | None = None
     ask: Ask | None = None
     progress: ProgressReporter = field(default_factory=NullProgress)
-    on_event: Event | None = None
+    on_event: Callable[[DrawerEvent], None] | None = None
     method: str = "auto"
     probe_shared: bool = True
     #: test the cards already in when the session starts (else they are named and left alone
@@ -99,9 +121,125 @@ class CardOutcome:
         return self.error is None and self.result is not None and self.result.complete and \
             (self.verify is None or bool(self.verify.get("complete")))
 
+    def items(self) -> list[Any]:
+        """What the card's test measured, to store: its result and its verify document (either may be None)."""
+        return [self.result, self.verify]
+
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "device": self.device,
                 "result": self.result.to_dict() if self.result is not None else None, "verify": self.verify}
+
+
+# -- what the session tells (DrawerOptions.on_event), in the order it can happen ------------------
+
+@dataclass(frozen=True)
+class Watching:
+    """The session watches ``what`` (in words) by ``method``; ``root``: unmounted cards can be read."""
+
+    what: str
+    method: str
+    root: bool
+
+
+@dataclass(frozen=True)
+class Present:
+    """Cards already in when the session started; ``tested``: they are tested first (else left alone)."""
+
+    devices: tuple[str, ...]
+    tested: bool
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """A card went in; ``queued`` cards wait (this one among them)."""
+
+    device: str
+    size: int | None
+    queued: int
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A card that was waiting or tested came out."""
+
+    device: str
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A card went before it could be tested."""
+
+    device: str
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A device that is not tested, and why (it holds the running system)."""
+
+    device: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Testing:
+    """Card ``number`` of the session is under test; ``recalled``: known from the store."""
+
+    device: str
+    card: Card
+    recalled: bool
+    number: int
+
+
+@dataclass(frozen=True)
+class Verifying:
+    """The quick fake-capacity verify of an unmounted card began (``budget_s`` seconds at most)."""
+
+    device: str
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class CardDone:
+    """A card is done (stored, or said why not) and can be swapped; ``count`` cards so far."""
+
+    outcome: CardOutcome
+    count: int
+
+
+@dataclass(frozen=True)
+class SaveFailed:
+    """``what`` (a device, the reader probe or this drawer session) was not stored, and why."""
+
+    what: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Probing:
+    """Two or more tested cards behind one reader are read at once."""
+
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The finding of reading them at once (:func:`cardbench.verdicts.readers.judge_shared`)."""
+
+    finding: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProbeFailed:
+    """Reading them at once failed."""
+
+    devices: tuple[str, ...]
+    error: str
+
+
+DrawerEvent = Union[Watching, Present, Inserted, Removed, Gone, Ignored, Testing, Verifying, CardDone, SaveFailed,
+                    Probing, Probed, ProbeFailed]
+#: every kind of event, for those who word them (cardbench.report.session.event_lines)
+EVENT_TYPES: tuple[type, ...] = DrawerEvent.__args__   # type: ignore[attr-defined]
 
 
 def recall(cards: list[dict], probe: Card) -> Card | None:
@@ -125,16 +263,14 @@ def recall(cards: list[dict], probe: Card) -> Card | None:
 
 def save_card(outcome: CardOutcome, db: str | None):
     """Store a card's result (also a partial one) and verify document through
-    :func:`cardbench.record.record` (the one save: the stored results of its reader are judged
-    again, and what the store cannot take is kept in the outbox). Returns the ``Recorded``."""
-    from cardbench.record import record
-    return record([x for x in (outcome.result, outcome.verify) if x is not None], db)
+    :func:`cardbench.measured.keep_measured` (the one save: the stored results of its reader are
+    judged again, and what the store cannot take is kept in the outbox). Returns the ``Recorded``."""
+    return keep_measured(lambda: outcome.items(), db=db).recorded
 
 
 def raw_positions(path: str) -> int:
     """How many 1 MiB-or-larger samples a raw_read sweep takes so it lasts ~SWEEP_SECONDS on this
     card (at least MIN_POSITIONS): a 1 MB/s card gets 4, a fast one 16."""
-    from cardbench.workloads import raw
     per_second = raw.auto_sample(path, 1, target_seconds=1.0)   # ~ bytes read in one second
     return max(MIN_POSITIONS, min(MAX_POSITIONS, int(per_second * SWEEP_SECONDS) // raw.BLOCK))
 
@@ -162,8 +298,6 @@ class DrawerSession:
         self.cut_short: str | None = None
         self._probed: set[str] = set()
         #: this session's id and start, and the cardbench.probe/1 documents of its probes
-        import uuid
-        from cardbench.result import now_iso
         self.session_id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.probe_docs: list[dict[str, Any]] = []
@@ -174,9 +308,9 @@ class DrawerSession:
         self.not_stored: list[CardbenchError] = []
 
     # -- reporting ----------------------------------------------------------------------------
-    def _event(self, kind: str, **data: Any) -> None:
+    def _event(self, event: DrawerEvent) -> None:
         if self.opts.on_event is not None:
-            self.opts.on_event(kind, **data)
+            self.opts.on_event(event)
 
     def watching(self) -> str:
         """What the session watches, in words."""
@@ -195,26 +329,25 @@ class DrawerSession:
             self.save_session()      # also on Ctrl-C/SIGTERM: which cards, in what order, its verdict
 
     def _watch(self, stop: Callable[[], bool] | None, max_cards: int | None) -> list[CardOutcome]:
-        from cardbench.devices.watch import Watcher
         o = self.opts
         with Watcher(include_loop=o.include_loop, loop_under=o.loop_under, method=o.method) as watcher:
             self._watcher = watcher
-            self._event("watching", what=self.watching(), method=watcher.method, root=os.geteuid() == 0)
+            self._event(Watching(what=self.watching(), method=watcher.method, root=os.geteuid() == 0))
             present = [p for p in watcher.present() if p.startswith("/dev/loop") or not self._holds_system(p)]
             if present:
-                self._event("present", devices=present, tested=o.test_present)
+                self._event(Present(devices=tuple(present), tested=o.test_present))
                 if o.test_present:
                     self.queue.extend(present)
             while not (stop and stop()) and (max_cards is None or len(self.outcomes) < max_cards):
                 for change in watcher.wait(0.5 if not self.queue else 0.0):
                     if change.inserted and change.path not in self.queue:
                         self.queue.append(change.path)
-                        self._event("inserted", device=change.path, size=change.size, queued=len(self.queue))
+                        self._event(Inserted(device=change.path, size=change.size, queued=len(self.queue)))
                     elif not change.inserted and (change.path in self.queue or
                                                   any(o.device == change.path for o in self.outcomes)):
                         if change.path in self.queue:
                             self.queue.remove(change.path)
-                        self._event("removed", device=change.path)
+                        self._event(Removed(device=change.path))
                 if self.queue:
                     path = self.queue.pop(0)
                     outcome = self.test_card(path)
@@ -224,7 +357,6 @@ class DrawerSession:
 
     @staticmethod
     def _holds_system(path: str) -> bool:
-        from cardbench.devices import get_device
         try:
             return get_device(path, whole_device=True).system
         except CardbenchError:
@@ -237,7 +369,6 @@ class DrawerSession:
     # -- one card -----------------------------------------------------------------------------
     def _settle(self, path: str):
         """Wait up to ``settle`` s for a mount; the device as then found (None if it went)."""
-        from cardbench.devices import get_device
         deadline = time.monotonic() + self.opts.settle
         while True:
             try:
@@ -253,13 +384,12 @@ class DrawerSession:
     def test_card(self, path: str) -> CardOutcome | None:
         """Identify, recall or ask, test, store and report one card; None when it is not one
         to test (gone before the test, the system disk)."""
-        from cardbench.devices.identity import identify
         dev = self._settle(path)
         if dev is None:
-            self._event("gone", device=path)
+            self._event(Gone(device=path))
             return None
         if dev.system:
-            self._event("ignored", device=path, why=f"it holds the running system ({dev.system_reason})")
+            self._event(Ignored(device=path, why=f"it holds the running system ({dev.system_reason})"))
             return None
         probe, reader = Card(), Reader(name=self.opts.reader_name)
         identify(dev, probe, reader, hint=self._hint(path))
@@ -276,28 +406,36 @@ class DrawerSession:
         self.current = dev.path
         number = len(self.outcomes) + 1
         progress = _Prefixed(self.opts.progress, lambda: f"[card {number}, {len(self.outcomes)} done]")
-        self._event("testing", device=dev.path, card=card, recalled=outcome.recalled, number=number)
+        self._event(Testing(device=dev.path, card=card, recalled=outcome.recalled, number=number))
+
+        def measure() -> list[Any]:
+            try:
+                mnt = next((m for m in dev.all_mountpoints() if os.access(m, os.W_OK)), None)
+                if mnt is not None:
+                    outcome.mode, outcome.mountpoint = "directory", mnt
+                    self._run_directory(outcome, mnt, card, reader, progress)
+                else:
+                    self._run_device(outcome, dev, card, reader, progress)
+            except (Interrupted, KeyboardInterrupt) as e:
+                self.cut_short = dev.path
+                self._take_partial(outcome, e)
+                self._note_skipped(outcome)
+                err = e if isinstance(e, Interrupted) else Interrupted("interrupted; cleanup has run")
+                err.partial = outcome.items()     # stored by keep_measured, then the session ends
+                raise err from None
+            self._note_skipped(outcome)
+            return outcome.items()
+
         try:
-            mnt = next((m for m in dev.all_mountpoints() if os.access(m, os.W_OK)), None)
-            if mnt is not None:
-                outcome.mode, outcome.mountpoint = "directory", mnt
-                self._run_directory(outcome, mnt, card, reader, progress)
-            else:
-                self._run_device(outcome, dev, card, reader, progress)
-        except (Interrupted, KeyboardInterrupt) as e:
-            self.cut_short = dev.path
-            self._take_partial(outcome, e)
-            self._finish(outcome)
-            raise
+            keep_measured(measure, db=self.opts.db, save=self.opts.save,
+                          tell=lambda kept: self._finish(outcome, kept.recorded))
         finally:
             self.current = None
-        self._finish(outcome)
         return outcome
 
     def _recall(self, probe: Card) -> Card | None:
         if not self.opts.save and not self.opts.db:
             return None
-        from cardbench.store import open_store
         try:
             with open_store(self.opts.db) as store:
                 return recall(store.cards(), probe)
@@ -305,18 +443,16 @@ class DrawerSession:
             return None
 
     def _run_directory(self, outcome: CardOutcome, mnt: str, card: Card, reader: Reader, progress) -> None:
-        from cardbench.runner import PROFILES, RunOptions, run_directory
         opts = RunOptions(runs=self.opts.runs, card=card, reader=reader, label=card.label, progress=progress,
                           extra_tests=list(PROFILES[self.opts.profile]))
         try:
-            outcome.result = run_directory(mnt, opts)
+            outcome.result = run_directory(DirTarget.open(mnt), opts)
         except CardbenchError as e:
             if isinstance(e, Interrupted):
                 raise
             self._take_partial(outcome, e)
 
     def _run_device(self, outcome: CardOutcome, dev, card: Card, reader: Reader, progress) -> None:
-        from cardbench.runner import DeviceOptions, run_device
         path = dev.path
         if not os.access(path, os.R_OK):
             outcome.skipped.append("raw_read, raw_access and verify: reading the raw device needs root "
@@ -324,7 +460,7 @@ class DrawerSession:
             return
         try:
             positions = raw_positions(path)
-            outcome.result = run_device(path, DeviceOptions(runs=self.opts.runs, positions=positions,
+            outcome.result = run_device(open_target(path, kinds=("device",), whole_device=True), DeviceOptions(runs=self.opts.runs, positions=positions,
                                                             access_seconds=ACCESS_SECONDS, card=card,
                                                             reader=reader, label=card.label, progress=progress))
         except CardbenchError as e:
@@ -340,10 +476,9 @@ class DrawerSession:
         if not os.access(path, os.W_OK) or os.geteuid() != 0:
             outcome.skipped.append("verify: writing (and restoring) blocks of the raw device needs root")
             return
-        from cardbench.verify.quick import verify_device
-        self._event("verifying", device=path, budget=self.opts.verify_budget)
+        self._event(Verifying(device=path, budget_s=self.opts.verify_budget))
         try:
-            outcome.verify = verify_device(path, time_budget=self.opts.verify_budget, progress=progress)
+            outcome.verify = verify_device(open_target(path, kinds=("device",), whole_device=True), time_budget=self.opts.verify_budget, progress=progress)
         except CardbenchError as e:
             if isinstance(e, Interrupted):
                 raise
@@ -362,8 +497,6 @@ class DrawerSession:
 
     def _damaged(self, dev, card: Card, reader: Reader, err: CardbenchError) -> Result:
         """A result for a card that could not be read at all: incomplete, with the error."""
-        from cardbench.devices.identity import identify
-        from cardbench.result import now_iso
         result = Result(target={"kind": "device", "path": dev.path, "size_bytes": dev.size,
                                 "transport": dev.transport, "model": dev.model}, card=card, reader=reader)
         identify(dev, result.card, result.reader, result.target, hint=self._hint(dev.path))
@@ -380,31 +513,29 @@ class DrawerSession:
             outcome.verify = doc
         outcome.error = outcome.error or (e.message if isinstance(e, CardbenchError) else "interrupted")
 
-    def _finish(self, outcome: CardOutcome) -> None:
+    @staticmethod
+    def _note_skipped(outcome: CardOutcome) -> None:
+        """What was not run goes into the result's warnings (before it is stored)."""
         if outcome.result is not None:
             outcome.result.warnings.extend(f"not run: {s}" for s in outcome.skipped
                                            if f"not run: {s}" not in outcome.result.warnings)
-        if self.opts.save and (outcome.result is not None or outcome.verify is not None):
-            try:
-                rec = save_card(outcome, self.opts.db)
-                outcome.saved = rec.stored
-                problem = rec.problem()
-                if problem is not None:
-                    self.not_stored.append(problem)
-                    self._event("save_failed", device=outcome.device, error=problem.message)
-            except CardbenchError as e:
-                self.not_stored.append(e)
-                self._event("save_failed", device=outcome.device, error=e.message)
+
+    def _finish(self, outcome: CardOutcome, rec) -> None:
+        """The card is measured and recorded (``rec``: None when nothing was stored): say so."""
+        if rec is not None:
+            outcome.saved = rec.stored
+            problem = rec.problem()
+            if problem is not None:
+                self.not_stored.append(problem)
+                self._event(SaveFailed(what=outcome.device, error=problem.message))
         self.outcomes.append(outcome)
-        self._event("done", outcome=outcome, count=len(self.outcomes))
+        self._event(CardDone(outcome=outcome, count=len(self.outcomes)))
 
     # -- the reader ---------------------------------------------------------------------------
     def _maybe_probe(self, outcome: CardOutcome) -> None:
         """Two tested cards still in, behind one reader: read them at once, once per reader."""
         if not self.opts.probe_shared or outcome.mode != "device" or outcome.result is None:
             return
-        from cardbench.devices.discovery import get_device
-        from cardbench.devices.watch import reader_key
         name = os.path.basename(outcome.device)
         key = reader_key(name)
         if key is None or key in self._probed:
@@ -420,14 +551,12 @@ class DrawerSession:
                 continue
         if len(mates) < 2:
             return
-        from cardbench.verdicts.readers import judge_shared
-        from cardbench.workloads.shared import read_together
         self._probed.add(key)
-        self._event("probing", devices=mates)
+        self._event(Probing(devices=tuple(mates)))
         try:
-            finding = judge_shared(read_together(mates))
+            finding = judge_shared(read_together(open_devices(mates)))
         except CardbenchError as e:
-            self._event("probe_failed", devices=mates, error=e.message)
+            self._event(ProbeFailed(devices=tuple(mates), error=e.message))
             return
         self.add_probe(finding, outcome.result.reader, {o.device: o.result.card for o in self.outcomes
                                                         if o.device in mates and o.result is not None})
@@ -435,7 +564,6 @@ class DrawerSession:
     def add_probe(self, finding: dict[str, Any], reader: Reader, cards: dict[str, Card]) -> dict[str, Any]:
         """Keep a :func:`judge_shared` finding of this session: it joins the session's reader
         verdict and is stored as a ``cardbench.probe/1`` document (returned)."""
-        from cardbench.evidence import probe_document
         finding["reader"] = reader.name or reader.identity()
         finding["reader_identity"] = reader.identity()
         doc = probe_document(finding, reader=reader, session_id=self.session_id, cards=cards)
@@ -443,30 +571,23 @@ class DrawerSession:
         self.probes.append(finding)
         self.probe_docs.append(doc)
         self._save_record(doc, ", ".join(cards) or "probe")
-        self._event("probed", finding=finding)
+        self._event(Probed(finding=finding))
         return doc
 
     def _save_record(self, doc: dict[str, Any], device: str | None) -> bool:
         """Store a probe or session document (the one save path); a failure is said, as a card's is."""
         if not self.opts.save:
             return False
-        from cardbench.record import record
         what = "the reader probe" if device is not None else "this drawer session"
-        try:
-            rec = record(doc, self.opts.db)
-        except CardbenchError as e:
-            self.evidence_not_stored.append(e)
-            self._event("save_failed", device=what, error=e.message)
-            return False
-        problem = rec.problem()
+        rec = keep_measured(lambda: doc, db=self.opts.db).recorded
+        problem = rec.problem() if rec is not None else None
         if problem is not None:
             self.evidence_not_stored.append(problem)
-            self._event("save_failed", device=what, error=problem.message)
-        return rec.stored
+            self._event(SaveFailed(what=what, error=problem.message))
+        return rec is not None and rec.stored
 
     def session_document(self) -> dict[str, Any]:
         """This session as a ``cardbench.session/1`` document (:mod:`cardbench.evidence`)."""
-        from cardbench.evidence import session_document
         return session_document(self.outcomes, self.probe_docs, self.reader_verdict(), started_at=self.started_at,
                                 session_id=self.session_id)
 
@@ -486,13 +607,10 @@ class DrawerSession:
         """The readers of this session's cards, judged over everything stored of those readers
         (this session's results when nothing is stored), plus the shared-ceiling probes: this
         session's and those stored before of the same readers."""
-        from cardbench.evidence import probe_findings, probe_reader_identity
-        from cardbench.verdicts.readers import reader_ceilings
         results = self.results()
         probes = list(self.probes)
         if self.opts.save:
             try:
-                from cardbench.store import open_store
                 ids = {r.reader.identity() for r in results}
                 with open_store(self.opts.db) as store:
                     results = [r for r in store.results() if r.reader.identity() in ids] or results

@@ -32,7 +32,9 @@ class CardbenchError(Exception):
 
     ``partial`` is what was measured before the failure, for the caller to store as incomplete:
     a :class:`cardbench.result.Result` (``run``) or a ``cardbench.verify/1`` document
-    (``verify``); None when nothing was. ``result`` and ``doc`` read it by what it is."""
+    (``verify``); None when nothing was. ``result`` and ``doc`` read it by what it is.
+    ``recorded`` is what became of it (a :class:`cardbench.record.Recorded`, set by
+    :func:`cardbench.measured.keep_measured`; the command line says it before the error's line)."""
 
     exit_code = ExitCode.FAILURE
 
@@ -40,6 +42,7 @@ class CardbenchError(Exception):
         super().__init__(message)
         self.message = message
         self.partial = partial
+        self.recorded: Any = None
 
     @property
     def result(self) -> Any:

@@ -21,7 +21,7 @@ order, what became of each, the probes made, and the reader verdict said at its 
      "cards": [{"position", "device", "card", "reader", "result_id", "verify_id", "mode",
                 "complete", "error"}],
      "probes": [<probe id>, ...], "reader_verdict": [{"identity", "name", "ceiling_bytes_per_s",
-     "direction", "confidence", "kind", "evidence"}]}
+     "direction", "confidence", "kind", "evidence", "rests_on"}]}
 
 Both are saved through :func:`cardbench.record.record` (store, else outbox) like results.
 """
@@ -32,12 +32,13 @@ import copy
 import uuid
 from typing import Any, Iterable
 
-from cardbench.result import Card, Reader, now_iso
 from cardbench.kinds import PROBE_SCHEMA, SESSION_SCHEMA
+from cardbench.result import Card, Reader, now_iso
+from cardbench.verdicts.readers import judge_shared
 
 FINDING_KEYS = ("kind", "direction", "ceiling_bytes_per_s", "confidence", "cards_at_ceiling", "evidence")
 VERDICT_KEYS = ("identity", "name", "cards", "ceiling_bytes_per_s", "direction", "cards_at_ceiling", "confidence", "kind",
-                "evidence")
+                "evidence", "rests_on")
 
 
 def probe_document(finding: dict[str, Any], *, reader: Reader | None = None,
@@ -62,7 +63,6 @@ def probe_reader_identity(doc: dict[str, Any]) -> str | None:
 def probe_findings(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stored probes as :func:`cardbench.verdicts.readers.reader_ceilings` takes them: each judged
     again from its measured figures, with its reader, id and time."""
-    from cardbench.verdicts.readers import judge_shared
     out = []
     for doc in docs:
         measured = doc.get("measured")

@@ -175,7 +175,7 @@ class Pattern:
                     ow = np.nonzero(cls == OVERWRITTEN)[0][: max_misplaced - len(j.misplaced)]
                     if ow.size:
                         belongs = part[ow, 8:16].copy().view(np.uint64).ravel()
-                        j.misplaced.extend((start + int(i) * SECTOR, int(b)) for i, b in zip(ow, belongs))
+                        j.misplaced.extend((start + int(i) * SECTOR, int(b)) for i, b in zip(ow, belongs, strict=True))
             done += k
         j.counts = {name: int(totals[i]) for i, name in enumerate(CLASSES)}
         j.classes = classes
@@ -231,7 +231,7 @@ def bad_runs(classes: np.ndarray, pos: int) -> list[tuple[int, int, int]]:
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [classes.size]])
     out = []
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         c = int(classes[s])
         if c != OK:
             out.append((pos + int(s) * SECTOR, pos + int(e) * SECTOR, c))

@@ -20,15 +20,19 @@ rules are tested in milliseconds on target models (:func:`cardbench.target.targe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from cardbench.engine.errors import shown
+from cardbench.engine.registry import engine_info
 from cardbench.errors import TargetError, UsageError
-from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin, shown
-from cardbench.units import MiB, fmt_size
+from cardbench.target import FAT_FILE_LIMIT, FAT_TYPES, Target, default_margin
+from cardbench.units import KiB, MiB, block_label, fmt_size
+from cardbench.verdicts.labels import parse_label
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "PROFILES", "Plan", "PlanJob", "area_size", "auto_cap",
            "cap_size", "check_size", "extra_engine", "file_limit", "largest_fit", "make_plan", "next_probe",
-           "room_needed", "size_from_probes", "sustained_size", "wanted_extra_tests"]
+           "room_needed", "size_for_rates", "size_from_probes", "sustained_size", "wanted_extra_tests"]
 
 #: the automatic size: a write run should last about this long, and a read run at least
 #: READ_RUN_SECONDS (a card reads faster than it writes; both must time well)
@@ -65,6 +69,66 @@ SUSTAINED_CHUNK = 4 * MiB
 
 
 # --- sizing --------------------------------------------------------------------------------
+
+# --- test names: a pattern test is named by what it does (parse_pattern) ----------------------
+
+MAX_THREADS = 64
+MAX_DEPTH = 256
+
+_NAME_RE = re.compile(r"^(seq|rand)_(read|write)_([0-9]+)([km]?)_q([0-9]+)t([0-9]+)$")
+
+
+@dataclass(frozen=True)
+class PatternSpec:
+    """What a pattern name says."""
+
+    name: str
+    sequential: bool
+    op: str              # "read" | "write"
+    block_size: int      # bytes
+    queue_depth: int
+    threads: int
+
+    @property
+    def fio_rw(self) -> str:
+        return ("" if self.sequential else "rand") + self.op
+
+    @property
+    def is_write(self) -> bool:
+        return self.op == "write"
+
+
+def parse_pattern(name: str) -> PatternSpec:
+    """Parse ``{seq|rand}_{read|write}_{block}_q{depth}t{threads}``.
+
+    Block sizes: a number of bytes, or with ``k`` (KiB) or ``m`` (MiB): ``4k``, ``128k``, ``1m``,
+    ``512``; a multiple of 512 bytes, at most 64 MiB. Depth 1..256, threads 1..64.
+    """
+    if not isinstance(name, str):
+        raise UsageError(f"a test name is a string like rand_read_4k_q32t1, got {name!r}")
+    m = _NAME_RE.match(name.strip().lower())
+    if not m:
+        raise UsageError(
+            f"bad test name {name!r}: expected {{seq|rand}}_{{read|write}}_{{block}}_q{{depth}}t{{threads}}, "
+            "e.g. rand_read_4k_q32t1 or seq_write_1m_q8t1")
+    kind, op, num, unit, depth, threads = m.groups()
+    bs = int(num) * {"": 1, "k": KiB, "m": MiB}[unit]
+    if bs < 512 or bs % 512 or bs > 64 * MiB:
+        raise UsageError(f"bad test name {name!r}: the block size must be a multiple of 512 B up to 64 MiB")
+    q, t = int(depth), int(threads)
+    if not 1 <= q <= MAX_DEPTH:
+        raise UsageError(f"bad test name {name!r}: queue depth must be 1..{MAX_DEPTH}")
+    if not 1 <= t <= MAX_THREADS:
+        raise UsageError(f"bad test name {name!r}: threads must be 1..{MAX_THREADS}")
+    return PatternSpec(name=m.group(0), sequential=kind == "seq", op=op, block_size=bs, queue_depth=q, threads=t)
+
+
+def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
+    """The name of a pattern (inverse of :func:`parse_pattern`)."""
+    b = block_label(block_size)
+    return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
+
+
 
 def room_needed(size: int) -> int:
     """Free space one test file of ``size`` bytes needs (its bytes plus the margin FIT_SHARE/FIT_SLACK)."""
@@ -151,14 +215,23 @@ def next_probe(probes: list[dict], cap: int) -> int | None:
     return min(last["bytes"] * 4, cap)
 
 
+def size_for_rates(write_bps: float, read_bps: float, cap: int, *, write_seconds: float = TARGET_RUN_SECONDS,
+                   read_seconds: float = READ_RUN_SECONDS) -> int:
+    """The test file for a card that writes ``write_bps`` and reads ``read_bps`` (bytes/s): a write
+    run lasts about ``write_seconds`` and a read run at least ``read_seconds``; whole MiB, within
+    [MIN_AUTO_SIZE, cap]. The automatic size (:func:`size_from_probes`) with the probes' rates; the
+    demo with the rates its emulated cards are set to."""
+    size = int(max(write_bps * write_seconds, read_bps * read_seconds)) // MiB * MiB
+    return max(MIN_AUTO_SIZE, min(size, cap))
+
+
 def size_from_probes(probes: list[dict], cap: int, free: int) -> tuple[int, dict]:
     """The automatic size from the last probe: a write lasts ~TARGET_RUN_SECONDS and a read at
     least READ_RUN_SECONDS, within [MIN_AUTO_SIZE, cap]. Returns (size, how it was chosen)."""
     last = probes[-1]
     w_rate = last["bytes"] / last["write_seconds"]
     r_rate = last["bytes"] / last["read_seconds"]
-    size = int(max(w_rate * TARGET_RUN_SECONDS, r_rate * READ_RUN_SECONDS)) // MiB * MiB
-    size = max(MIN_AUTO_SIZE, min(size, cap))
+    size = size_for_rates(w_rate, r_rate, cap)
     how = {"auto": True, "probes": probes, "target_seconds": TARGET_RUN_SECONDS,
            "read_target_seconds": READ_RUN_SECONDS, "largest_fit": cap}
     shortest = min(size / w_rate, size / r_rate)
@@ -176,7 +249,6 @@ def wanted_extra_tests(extra_tests: list[str], label: str | None) -> tuple[list[
     names = list(extra_tests)
     why = None
     if label:
-        from cardbench.verdicts.labels import parse_label
         if any(c.name in ("A1", "A2") for c in parse_label(label)):
             missing = [n for n in PROFILES["app"] if n not in names]
             if missing:
@@ -188,8 +260,6 @@ def wanted_extra_tests(extra_tests: list[str], label: str | None) -> tuple[list[
 def extra_engine(name: str, engine: str | None) -> str:
     """The engine of the extra test ``name``: ``engine`` (default queued) where it can keep the
     test's queue depth in flight, else queued."""
-    from cardbench.engine.registry import engine_info
-    from cardbench.workloads.random import parse_pattern
     chosen = engine or "queued"
     if parse_pattern(name).queue_depth > engine_info(chosen).caps.max_queue_depth:
         chosen = "queued"

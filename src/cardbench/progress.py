@@ -8,12 +8,12 @@ pass nothing (``NullProgress``) or their own object with the same ``task`` metho
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator, Protocol
 
 
 class ProgressReporter(Protocol):
-    def task(self, description: str, total: int | None) -> "contextmanager[Callable[[int], None]]": ...
+    def task(self, description: str, total: int | None) -> AbstractContextManager[Callable[[int], None]]: ...
 
 
 class NullProgress:

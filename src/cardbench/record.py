@@ -30,8 +30,10 @@ from typing import Callable, Iterable
 from cardbench import kinds
 from cardbench.errors import CardbenchError, NotStored, StoreError
 from cardbench.result import Result
+from cardbench.share import destination, share_items
 from cardbench.store import outbox
 from cardbench.store.core import open_store, parse_target, store_key
+from cardbench.verdicts.readers import REJUDGED_SOURCES, rejudge_reader
 
 
 @dataclass
@@ -98,7 +100,6 @@ def record(items: Result | dict | Iterable[Result | dict], db: str | os.PathLike
 
 def _share(rec: Recorded, items: list) -> None:
     """With --share / CARDBENCH_SHARE: upload them too, or keep them in the outbox for the server."""
-    from cardbench.share import destination, share_items
     url = destination()[0]
     if not url:
         return
@@ -203,7 +204,6 @@ def _flush_quietly(store, key: str) -> list:
 def _rejudge(store, saved: list, mine: list) -> None:
     """Judge the stored results of the readers of the results just stored again; the caller's own
     results (``mine``) take their new marks."""
-    from cardbench.verdicts.readers import REJUDGED_SOURCES, rejudge_reader
     readers = dict.fromkeys(r.reader.identity() for r in saved
                             if isinstance(r, Result) and r.source in REJUDGED_SOURCES)
     by_id = {r.id: r for r in mine if isinstance(r, Result)}

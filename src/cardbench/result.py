@@ -191,8 +191,9 @@ class Card:
 
     def own_identity(self) -> bool:
         """Whether the identity is the card's own (its ATA serial, its CID, a stick's USB serial,
-        a disk's serial), not a size or a name a person gave: only then are two records the same
-        card for the reader verdicts."""
+        a disk's serial), not a size, a brand or a name: only such an identity, or a name the person
+        typed (:func:`cardbench.verdicts.readers.same_card_basis`), makes two records the same card
+        for the reader verdicts."""
         ata = self.ata or {}
         if ata.get("serial"):
             return True
@@ -313,3 +314,67 @@ class Result:
                    complete=bool(d.get("complete", True)), error=d.get("error"), id=d.get("id") or uuid.uuid4().hex,
                    started_at=d.get("started_at") or now_iso(), finished_at=d.get("finished_at"),
                    host=d.get("host") or {}, tool=d.get("tool") or {}, source=d.get("source") or "run")
+
+
+def shape_problem(d) -> str | None:
+    """What in a cardbench.result/1 document has the wrong type (None when every field has the
+    type the store and the reports rely on): a hand-edited or foreign file is refused in one line."""
+
+    def num(x, positive=False) -> bool:
+        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        return ok and (x > 0 if positive else x >= 0)
+
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    for k in ("target", "host", "tool"):
+        if d.get(k) is not None and not isinstance(d[k], dict):
+            return f"'{k}' must be an object"
+    for k in ("id", "error", "started_at", "finished_at", "source"):
+        if d.get(k) is not None and not isinstance(d[k], str):
+            return f"'{k}' must be text"
+    for k, numeric in (("card", ("capacity_bytes",)), ("reader", ("link_speed_mbit",))):
+        v = d.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            return f"'{k}' must be an object"
+        for f, x in v.items():
+            if f == "ata":
+                if x is not None and not isinstance(x, dict):
+                    return f"'{k}.ata' must be an object"
+                continue
+            if f != "identity" and x is not None and not (num(x) if f in numeric else isinstance(x, str)):
+                return f"'{k}.{f}' must be {'a number' if f in numeric else 'text'}"
+    for k in ("warnings", "claims", "tests"):
+        if d.get(k) is not None and not isinstance(d[k], list):
+            return f"'{k}' must be a list"
+    if not all(isinstance(w, str) for w in d.get("warnings") or []):
+        return "'warnings' must be a list of text"
+    if not all(isinstance(c, dict) for c in d.get("claims") or []):
+        return "'claims' must be a list of objects"
+    for n, t in enumerate(d.get("tests") or [], 1):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            return f"test #{n} must be an object with a 'name'"
+        for k in ("method", "extra"):
+            if t.get(k) is not None and not isinstance(t[k], dict):
+                return f"test #{n}: '{k}' must be an object"
+        if t.get("limited_by") is not None and not isinstance(t["limited_by"], str):
+            return f"test #{n}: 'limited_by' must be text"
+        if not isinstance(t.get("warnings") or [], list) or not all(isinstance(w, str) for w in t.get("warnings") or []):
+            return f"test #{n}: 'warnings' must be a list of text"
+        for k in ("runs", "warmup"):
+            runs = t.get(k) or []
+            if not isinstance(runs, list):
+                return f"test #{n}: '{k}' must be a list"
+            for r in runs:
+                if not isinstance(r, dict) or not num(r.get("bytes")) or not num(r.get("seconds"), positive=True):
+                    return f"test #{n}: every run needs 'bytes' >= 0 and 'seconds' > 0"
+                if r.get("ops") is not None and not num(r["ops"]) or \
+                        r.get("offset") is not None and not num(r["offset"]):
+                    return f"test #{n}: a run's 'ops' and 'offset' must be numbers"
+                if r.get("latency_s") is not None and not (isinstance(r["latency_s"], dict) and
+                                                           all(num(v) for v in r["latency_s"].values())):
+                    return f"test #{n}: a run's 'latency_s' must map percentiles to seconds"
+                if r.get("extra") is not None and not isinstance(r["extra"], dict):
+                    return f"test #{n}: a run's 'extra' must be an object"
+    return None

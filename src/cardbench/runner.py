@@ -17,18 +17,43 @@ import os
 from dataclasses import dataclass, field
 
 from cardbench.device_run import DeviceOptions, run_device
+from cardbench.devices.identity import identify
+from cardbench.devices.lock import target_lock
+from cardbench.engine.registry import engine_info
 from cardbench.errors import CardbenchError, Interrupted, UsageError
-from cardbench.plan import (APP_AREA, FAT_FILE_LIMIT, FAT_TYPES, FIT_SHARE, FIT_SLACK, MAX_AUTO_SIZE, MIN_AUTO_SIZE,
-                            MIN_RUN_SECONDS, PROBE_RUN_SECONDS, PROFILES, READ_RUN_SECONDS, TARGET_RUN_SECONDS, Plan,
-                            cap_size, check_size, extra_engine, file_limit, largest_fit, make_plan, room_needed,
-                            wanted_extra_tests)
+from cardbench.plan import (
+    APP_AREA,
+    FAT_FILE_LIMIT,
+    FAT_TYPES,
+    FIT_SHARE,
+    FIT_SLACK,
+    MAX_AUTO_SIZE,
+    MIN_AUTO_SIZE,
+    MIN_RUN_SECONDS,
+    PROBE_RUN_SECONDS,
+    PROFILES,
+    READ_RUN_SECONDS,
+    TARGET_RUN_SECONDS,
+    Plan,
+    cap_size,
+    check_size,
+    extra_engine,
+    file_limit,
+    largest_fit,
+    make_plan,
+    parse_pattern,
+    room_needed,
+    wanted_extra_tests,
+)
 from cardbench.progress import NullProgress, ProgressReporter, set_total, timed_task
 from cardbench.result import Card, Reader, Result, now_iso
 from cardbench.session import fail, judge, mark_incomplete
-from cardbench.target import DirTarget, Target, open_target, sweep_leftovers
+from cardbench.target import DirTarget, sweep_leftovers
 from cardbench.workloads.classic import run_classic as _run_tests
 from cardbench.workloads.classic import unlink_quietly
 from cardbench.workloads.files import BLOCK
+from cardbench.workloads.random import measure_pattern, open_area
+from cardbench.workloads.sustained import sustained_write
 
 __all__ = ["APP_AREA", "FAT_FILE_LIMIT", "FAT_TYPES", "FIT_SHARE", "FIT_SLACK", "MAX_AUTO_SIZE", "MIN_AUTO_SIZE",
            "MIN_RUN_SECONDS", "PROBE_RUN_SECONDS", "PROFILES", "READ_RUN_SECONDS", "TARGET_RUN_SECONDS",
@@ -70,12 +95,10 @@ class RunOptions:
 
     def validate(self) -> None:
         if self.engine is not None:
-            from cardbench.engine.registry import engine_info
             engine_info(self.engine)
         if not (0 < self.duration <= 3600):
             raise UsageError(f"--duration must be between 0 and 3600 s, got {self.duration}")
         if self.extra_tests:
-            from cardbench.workloads.random import parse_pattern
             for name in self.extra_tests:
                 parse_pattern(name)
         if self.runs < 1:
@@ -90,15 +113,13 @@ class RunOptions:
             raise UsageError("the block size must be a multiple of 4 KiB")
 
 
-def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Result:
+def run_directory(target: DirTarget, opts: RunOptions | None = None) -> Result:
     """Run seq_write and cold_read (and the extra tests the options and label ask for) on a
     directory of a mounted card and return the result. ``target``: a directory target
-    (cardbench.target.open_target with ``write=True``), or its path."""
+    (:meth:`cardbench.target.DirTarget.open`)."""
     opts = opts or RunOptions()
     opts.validate()
-    if not isinstance(target, Target):
-        target = open_target(target, kinds=("directory",), write=True)
-    elif not target.is_directory:
+    if not isinstance(target, DirTarget):
         raise UsageError(f"{target.path}: run_directory needs a directory target")
     result = Result(target=target.to_dict(), card=opts.card, reader=opts.reader)
     if opts.label and not result.card.label:
@@ -106,7 +127,6 @@ def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Re
     _identify(target, result)
     files: list[str] = []
     try:
-        from cardbench.devices.lock import target_lock
         with target_lock(target.lock_key, wait=False, label=target.path):
             removed = sweep_leftovers(target.path)
             if removed:
@@ -135,7 +155,7 @@ def run_directory(target: DirTarget | str, opts: RunOptions | None = None) -> Re
 def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) -> None:
     """The plan's pattern tests in one test area (a file of ours, removed after), then sustained_write."""
     if plan.extra:
-        from cardbench.workloads.random import open_area, run_pattern
+        assert plan.area is not None        # make_plan sizes an area whenever there are extra tests
         # filled at about the rate seq_write just measured: that is the time shown
         written = result.test("seq_write")
         rate = written.median_bytes_per_s if written is not None else None
@@ -144,7 +164,7 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) 
         try:
             for job in plan.extra:
                 with timed_task(opts.progress, f"{job.name} ({job.engine})", opts.duration * (opts.runs + opts.warmup)):
-                    t = run_pattern(area, job.name, job.engine, runs=opts.runs, duration=opts.duration,
+                    t = measure_pattern(area, job.name, job.engine, runs=opts.runs, duration=opts.duration,
                                     warmup=opts.warmup, allow_write=True)
                 if job.why:
                     t.method["why"] = job.why
@@ -152,7 +172,6 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) 
         finally:
             area.close()
     if plan.job("sustained_write") is not None:
-        from cardbench.workloads.sustained import sustained_write
         with opts.progress.task("sustained_write", None) as advance:
             done = [0]
 
@@ -166,7 +185,6 @@ def _run_extra(target: DirTarget, result: Result, opts: RunOptions, plan: Plan) 
 def _identify(target: DirTarget, result: Result) -> None:
     """Fill card and reader identity from the block device under the directory, where known
     (a partition's parent device: the card). Nothing found is not an error: the user's names stand."""
-    from cardbench.devices.identity import identify
     try:
         dev = target.block_device()
         if dev is not None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import random
 
+from cardbench.engine.errors import GONE_WORDS, describe
 from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.result import Result, now_iso
+from cardbench.target import GONE_WAIT
+from cardbench.verdicts.check import check_result
 
 
 def new_tag() -> int:
@@ -41,8 +44,6 @@ def fail(result: Result, err: BaseException, cause: BaseException, target=None):
 
 def say_gone(err: DeviceFault, target) -> None:
     """Word ``err`` "the device is gone (removed?)" where ``target`` went away (Target.gone)."""
-    from cardbench.engine.errors import GONE_WORDS, describe
-    from cardbench.target import GONE_WAIT
     code = getattr(err, "errno", None)
     words = describe(code) if code is not None else "the device ended early"
     if GONE_WORDS not in err.message and words in err.message and target.gone(code, wait=GONE_WAIT):
@@ -51,5 +52,4 @@ def say_gone(err: DeviceFault, target) -> None:
 
 def judge(result: Result) -> None:
     """Plausibility, path ceilings and label verdicts (cardbench.verdicts)."""
-    from cardbench.verdicts import check_result
     check_result(result, ssr=result.target.get("ssr_classes"))

@@ -20,9 +20,9 @@ import json
 import os
 import threading
 import time
-from contextlib import contextmanager
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 # Two-sided 95% Student t quantiles for df = 1..30; beyond 30 the normal 1.96 is close enough
@@ -129,7 +130,7 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float] |
     return s[k - 1], s[n - k]
 
 
-def percentiles(values: list[float], points: tuple[float, ...] = (50, 90, 99, 99.9)) -> dict[str, float]:
+def percentiles(values: Sequence[float], points: tuple[float, ...] = (50, 90, 99, 99.9)) -> dict[str, float]:
     """Percentiles by linear interpolation between closest ranks, plus "max".
 
     Keys: "p50", "p90", "p99", "p99.9", "max" (format of the point with trailing ".0" dropped).

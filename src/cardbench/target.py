@@ -29,10 +29,20 @@ import errno
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
-from cardbench.devices.mounts import Mount, mount_containing, read_mountinfo
+from cardbench.devices import get_device
+from cardbench.devices.lock import key_of_devno, key_of_stat
+from cardbench.devices.mounts import (
+    Mount,
+    filesystem_on,
+    mount_containing,
+    read_mountinfo,
+)
+from cardbench.engine.data import DataFile, size_of
+from cardbench.engine.errors import GONE, cannot_use, describe, shown, stat_path
 from cardbench.errors import TargetError, UsageError
 
 TEST_FILE_PREFIX = "cardbench-test-"
@@ -57,32 +67,11 @@ SYS_DEV_BLOCK = "/sys/dev/block"
 #: seconds a pulled disk may stay listed after its last requests failed (the kernel removes it
 #: from sysfs a moment later): how long Target.gone looks once a card stopped answering
 GONE_WAIT = 3.0
-#: what each kind is called in an error: what a path is, and what a command takes
-_IS_WORDS = {"directory": "a directory", "device": "a block device", "image": "a regular file"}
-_TAKES_WORDS = {"directory": "a directory on the mounted card", "device": "a block device", "image": "an image file"}
 
 
 def is_fuse(fstype: str | None) -> bool:
     """Whether a mount's type is a FUSE filesystem."""
     return bool(fstype) and (fstype in FUSE_TYPES or fstype.startswith(("fuse.", "fuseblk.")))
-
-
-def shown(path: str) -> str:
-    """``path`` as an error line shows it: as given, with bytes that are not UTF-8 as \\xNN."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def cannot_use(e: OSError, path: str) -> TargetError:
-    """The one error for a path that cannot be tested because of ``e`` (stat, statvfs, open or a
-    probe write): ``<path>: <the errno table's words>``, exit 3."""
-    from cardbench.engine.errors import describe
-    return TargetError(f"{shown(path)}: {describe(e.errno, e.strerror)}")
-
-
-def wrong_kind(path: str, what: str, kinds: tuple[str, ...]) -> TargetError:
-    """The one error for a path of another kind than the command takes (exit 3)."""
-    want = " or ".join(_TAKES_WORDS[k] for k in kinds)
-    return TargetError(f"{shown(path)} is {what}, not {want}")
 
 
 def default_margin(free: int) -> int:
@@ -169,7 +158,6 @@ class Target:
         try:
             st = os.stat(self.path)
         except OSError as e:
-            from cardbench.engine.errors import describe
             return describe(e.errno, e.strerror)
         if (st.st_dev, st.st_ino) != (self._st.st_dev, self._st.st_ino):
             return "it is no longer on the filesystem that was opened (unmounted, or the card removed?)"
@@ -185,13 +173,11 @@ class Target:
         with ENOSPC and a read with a short read, and the disk leaves sysfs a moment later:
         ``wait`` is how many seconds to keep looking. An image file or a model has no device: False
         unless ``err`` says so. The words: :data:`cardbench.engine.errors.GONE_WORDS`."""
-        from cardbench.engine.errors import GONE
         if err in GONE:
             return True
         devno = getattr(self, "device_devno", None)
         if not devno or self._st is None:
             return False
-        import time
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -211,7 +197,6 @@ class Target:
 
     @cached_property
     def _bytes(self) -> int:
-        from cardbench.engine.data import size_of
         return size_of(self.path)
 
     def space(self) -> Space:
@@ -285,7 +270,6 @@ class Target:
                   create: bool = False):
         """The target's bytes (or a file ``path`` in a directory target) as an open
         :class:`cardbench.engine.data.DataFile`: the I/O layer's one way to open card data."""
-        from cardbench.engine.data import DataFile
         return DataFile.open(path or self.path, write=write, direct=direct, create=create)
 
     @cached_property
@@ -293,7 +277,6 @@ class Target:
         """The key of this target's lock (cardbench.devices.lock): the whole card where one is
         known (two runs in two folders of one card, or a raw test of the device under it, would
         measure over each other), else the filesystem, else the image file."""
-        from cardbench.devices.lock import key_of_devno, key_of_stat
         if self.device is not None and getattr(self, "device_devno", None):
             return key_of_devno(self.device_devno)       # type: ignore[attr-defined]
         if self._st is None:
@@ -306,7 +289,6 @@ class Target:
         if "_block" not in self.__dict__:
             self.__dict__["_block"] = None
             if self.device is not None:
-                from cardbench.devices import get_device
                 self.__dict__["_block"] = get_device(self.device, devno=getattr(self, "device_devno", None))
         return self.__dict__["_block"]
 
@@ -394,13 +376,11 @@ class DirTarget(Target):
         """The filesystem (under FUSE, the device's first sector read once for what it holds)."""
         on = None
         if is_fuse(self.fstype) and self.device:
-            from cardbench.workloads.coldness import filesystem_on
             on = filesystem_on(self.device)
         return Filesystem(self.fstype, on)
 
     @cached_property
     def lock_key(self) -> str:
-        from cardbench.devices.lock import key_of_devno
         if self.device_devno:
             return key_of_devno(self.device_devno)
         if self._st is None:
@@ -420,18 +400,7 @@ def open_target(path: str, *, kinds: tuple[str, ...] = KINDS, write: bool = Fals
     and not read-only (a real probe file is made and removed; whether the free space holds what a
     command writes is the plan's question, cardbench.plan); ``whole_device``: a
     partition is refused (exit 2). Raises TargetError/UsageError with one line."""
-    if not path:
-        raise UsageError("no target given")
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise cannot_use(e, path) from None
-    mode = st.st_mode
-    kind = ("directory" if stat.S_ISDIR(mode) else "device" if stat.S_ISBLK(mode)
-            else "image" if stat.S_ISREG(mode) else None)
-    if kind not in kinds:
-        what = _IS_WORDS.get(kind or "", "a character device" if stat.S_ISCHR(mode) else "a special file")
-        raise wrong_kind(path, what, kinds)
+    st, kind = stat_path(path, kinds)
     if kind == "device":
         dev = DeviceTarget(path, st)
         if whole_device and dev.partition_of:

@@ -60,13 +60,12 @@ def parse_size(text: str | int, *, minimum: int = 1) -> int:
         unit = m.group("unit").lower()
         if unit not in _SIZE_FACTORS:
             raise UnitError(f"unknown size unit {m.group('unit')!r} in {text!r} (use B, kB, MB, GB, KiB, MiB, GiB)")
-        number = _number(m.group("num"))
-        value = number * _SIZE_FACTORS[unit]
-        if not math.isfinite(value) or value > 2**62:
+        exact = _number(m.group("num")) * _SIZE_FACTORS[unit]
+        if not math.isfinite(exact) or exact > 2**62:
             raise UnitError(f"size too large: {text!r}")
-        if value != int(value) and unit in ("", "b"):
+        if exact != int(exact) and unit in ("", "b"):
             raise UnitError(f"a size in bytes must be whole: {text!r}")
-        value = int(round(value))
+        value = int(round(exact))
     if value < minimum:
         raise UnitError(f"size must be at least {minimum} B, got {text!r}")
     return value

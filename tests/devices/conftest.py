@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from devices_helpers import CAN_LOOP, loop_device
 
 # The fixture sysfs tree has symlink cycles, as real sysfs does (sdf1/holders/dm-0 <-> dm-0/slaves/sdf1):

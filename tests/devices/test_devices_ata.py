@@ -14,13 +14,19 @@ import subprocess
 import time
 
 import pytest
+
 from ata_blocks import BIG_CARD, OLD_PIO_CARD, UDMA_CARD, ata_string, build_identify
+from cardbench.devices import list_devices
+from cardbench.devices.ata import (
+    IdentifyError,
+    decode_identify,
+    hdparm_text,
+    identify_cdb,
+    read_identify,
+)
+from cardbench.errors import CardbenchError
 from devices_helpers import HERE, needs_loop
 from realparts import call_cli, can_emulate, emulators_under, stop_process
-
-from cardbench.devices import list_devices
-from cardbench.devices.ata import (IdentifyError, decode_identify, hdparm_text, identify_cdb, read_identify)
-from cardbench.errors import CardbenchError
 
 DUMPS = os.path.join(HERE, "fixtures", "identify")
 HDPARM = shutil.which("hdparm")

@@ -7,13 +7,13 @@ import os
 import shutil
 
 import pytest
-from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS
 from rich.console import Console
 
 from cardbench.cli.list_cmd import devices_document, render_table
 from cardbench.devices import SCHEMA, get_device, list_devices, resolve_device
 from cardbench.devices.discovery import _vpd_serial
 from cardbench.errors import TargetError, UsageError
+from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS
 
 
 @pytest.fixture(scope="module")

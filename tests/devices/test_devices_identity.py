@@ -8,13 +8,14 @@ import os
 import shutil
 
 import pytest
-from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS
 
 from cardbench.devices import list_devices
 from cardbench.devices.ata import AtaProbe
-from cardbench.devices.identity import SessionHint, classify_holder, identify
+from cardbench.devices.holder import SessionHint, classify_holder
+from cardbench.devices.identity import identify
 from cardbench.result import Card, Reader, Result, Run, TestResult
 from cardbench.verify.doc import identity as verify_identity
+from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS
 
 
 def devices(sys_root=LAPTOP_SYS):

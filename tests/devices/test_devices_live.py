@@ -7,12 +7,11 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from devices_helpers import loop_device, mounted, needs_loop
 
 from cardbench.cli.list_cmd import list_cmd
 from cardbench.devices import get_device, list_devices, run_lsblk
 from cardbench.errors import TargetError, UsageError
-
+from devices_helpers import loop_device, mounted, needs_loop
 
 
 def _find(path: str):

@@ -10,10 +10,10 @@ import textwrap
 import time
 
 import pytest
-from devices_helpers import CAN_LOOP, loop_device, needs_loop
 
 from cardbench.devices.lock import default_lock_dir, lock_key, target_lock
 from cardbench.errors import Busy, TargetError
+from devices_helpers import CAN_LOOP, loop_device, needs_loop
 
 HOLDER = textwrap.dedent("""
     import sys, time

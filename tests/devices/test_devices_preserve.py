@@ -9,11 +9,17 @@ import sys
 import textwrap
 
 import pytest
-from devices_helpers import device_sha256, direct_write, loop_device, mounted, needs_loop
 
+from cardbench.devices import get_device
 from cardbench.devices.preserve import Preserver, recover_pending
 from cardbench.errors import SafetyRefusal, UsageError
-
+from devices_helpers import (
+    device_sha256,
+    direct_write,
+    loop_device,
+    mounted,
+    needs_loop,
+)
 
 SIZE = 8 << 20
 MiB = 1 << 20
@@ -43,7 +49,7 @@ def test_save_overwrite_restore_is_byte_identical(noisy, tmp_path):
     dev, _ = noisy
     before = device_sha256(dev)
     root = tmp_path / "journal"
-    p = Preserver(dev, root)
+    p = Preserver(get_device(dev, whole_device=True), root)
     regions = [(0, 4096), (MiB + 100, 5000), (3 * MiB, 2 * MiB), (SIZE - 512, 512)]
     for off, length in regions:
         p.save(off, length)
@@ -62,7 +68,7 @@ def test_overlapping_saves_keep_the_original_bytes(noisy, tmp_path):
     """The second save overlaps bytes already overwritten: only the new part may be copied."""
     dev, _ = noisy
     before = device_sha256(dev)
-    with Preserver(dev, tmp_path) as p:
+    with Preserver(get_device(dev, whole_device=True), tmp_path) as p:
         p.save(2 * MiB, 2 * MiB)
         _scribble(dev, 2 * MiB, 2 * MiB)
         new = p.save(3 * MiB, 2 * MiB)
@@ -77,7 +83,7 @@ def test_context_manager_restores_when_the_body_raises(noisy, tmp_path):
     dev, _ = noisy
     before = device_sha256(dev)
     with pytest.raises(RuntimeError):
-        with Preserver(dev, tmp_path) as p:
+        with Preserver(get_device(dev, whole_device=True), tmp_path) as p:
             p.save(0, MiB)
             _scribble(dev, 0, MiB)
             raise RuntimeError("I/O went wrong mid-test")
@@ -88,7 +94,7 @@ def test_context_manager_restores_when_the_body_raises(noisy, tmp_path):
 @needs_loop
 def test_region_outside_the_device_is_refused(noisy, tmp_path):
     dev, _ = noisy
-    with Preserver(dev, tmp_path) as p:
+    with Preserver(get_device(dev, whole_device=True), tmp_path) as p:
         with pytest.raises(UsageError):
             p.save(SIZE - 512, 1024)
         with pytest.raises(UsageError):
@@ -100,16 +106,17 @@ def test_journal_on_the_device_itself_is_refused():
     with loop_device(32 << 20) as (dev, _), mounted(dev) as mnt:
         target = os.path.join(mnt, "cardbench", "journal")
         with pytest.raises(SafetyRefusal) as e:
-            Preserver(dev, target)
+            Preserver(get_device(dev, whole_device=True), target)
         assert "on " + dev in e.value.message
         assert not os.path.exists(os.path.join(mnt, "cardbench"))   # nothing created there
 
 
 CHILD = textwrap.dedent("""
     import os, signal, sys, mmap
+    from cardbench.devices import get_device
     from cardbench.devices.preserve import Preserver
     dev, root = sys.argv[1], sys.argv[2]
-    p = Preserver(dev, root)
+    p = Preserver(get_device(dev, whole_device=True), root)
     fd = os.open(dev, os.O_WRONLY | os.O_DIRECT)
     buf = mmap.mmap(-1, 1 << 20)
     for off in (0, 5 << 20):
@@ -188,7 +195,7 @@ def test_recovery_leaves_a_busy_device_alone(noisy, tmp_path):
 def test_recovery_never_touches_a_running_journal(noisy, tmp_path):
     dev, _ = noisy
     before = device_sha256(dev)
-    p = Preserver(dev, tmp_path)
+    p = Preserver(get_device(dev, whole_device=True), tmp_path)
     try:
         p.save(0, MiB)
         _scribble(dev, 0, MiB)
@@ -221,7 +228,7 @@ def test_damaged_journal_is_not_written_back(noisy, tmp_path):
 def test_closed_preserver_keeps_its_journal_for_recovery(noisy, tmp_path):
     dev, _ = noisy
     before = device_sha256(dev)
-    p = Preserver(dev, tmp_path)
+    p = Preserver(get_device(dev, whole_device=True), tmp_path)
     p.save(MiB, MiB)
     _scribble(dev, MiB, MiB)
     p.close()

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cardbench.devices.registers import AU_SIZE_BYTES, decode_cid, decode_csd, decode_ssr
+from cardbench.devices.registers import (
+    AU_SIZE_BYTES,
+    decode_cid,
+    decode_csd,
+    decode_ssr,
+)
 
 # SanDisk Extreme 64GB, real dump (ironsheep/P2-uSD-FS DOCs/cards/sandisk-sn64g-64gb.md).
 SN64G_CID = "035344534e363447867e650771016b8d"

@@ -5,21 +5,36 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
+import io
 import os
 
 import pytest
-from devices_helpers import LAPTOP_LSBLK, LAPTOP_PROC, LAPTOP_SYS, loop_device, mounted, needs_loop
 
 from cardbench.devices import get_device, list_devices
-from cardbench.devices.safety import check_destructive, confirm, identity_kind, identity_token, open_exclusive
+from cardbench.devices.safety import (
+    check_destructive,
+    confirm,
+    confirm_destructive,
+    identity_kind,
+    identity_token,
+    open_exclusive,
+)
 from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError, UsageError
+from devices_helpers import (
+    LAPTOP_LSBLK,
+    LAPTOP_PROC,
+    LAPTOP_SYS,
+    loop_device,
+    mounted,
+    needs_loop,
+)
 
 
 @needs_loop
 def test_an_idle_writable_device_is_allowed(loop):
     dev, _ = loop
-    d = check_destructive(dev)
+    d = check_destructive(get_device(dev, whole_device=True))
     assert d.path == dev and d.size == 16 << 20
 
 
@@ -27,7 +42,7 @@ def test_an_idle_writable_device_is_allowed(loop):
 def test_mounted_device_is_refused():
     with loop_device(32 << 20) as (dev, _), mounted(dev) as mnt:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert e.value.message == (f"refusing to write to {dev}: {os.path.basename(dev)} is mounted at {mnt}; "
                                    "unmount or release it first")
 
@@ -36,7 +51,7 @@ def test_mounted_device_is_refused():
 def test_device_with_a_mounted_partition_is_refused():
     with loop_device(16 << 20, partitioned=True) as (dev, _), mounted(dev + "p1") as mnt:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert f"p1 is mounted at {mnt}" in e.value.message
 
 
@@ -44,7 +59,7 @@ def test_device_with_a_mounted_partition_is_refused():
 def test_partition_path_is_a_usage_error():
     with loop_device(8 << 20, partitioned=True) as (dev, _):
         with pytest.raises(UsageError):
-            check_destructive(dev + "p1")
+            check_destructive(get_device(dev + "p1", whole_device=True))
 
 
 @needs_loop
@@ -53,18 +68,18 @@ def test_device_held_open_exclusively_elsewhere_is_refused(loop):
     other = os.open(dev, os.O_RDONLY | os.O_EXCL)
     try:
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert e.value.message.startswith(f"refusing to write to {dev}: it is in use")
     finally:
         os.close(other)
-    check_destructive(dev)  # and allowed again once released
+    check_destructive(get_device(dev, whole_device=True))  # and allowed again once released
 
 
 @needs_loop
 def test_read_only_device_is_refused():
     with loop_device(1 << 20, read_only=True) as (dev, _):
         with pytest.raises(SafetyRefusal) as e:
-            check_destructive(dev)
+            check_destructive(get_device(dev, whole_device=True))
         assert "read-only" in e.value.message
 
 
@@ -76,7 +91,7 @@ def test_the_system_disk_is_refused():
     if system is None:
         pytest.skip("/ is not on a listed block device")
     with pytest.raises(SafetyRefusal) as e:
-        check_destructive(system.path)
+        check_destructive(get_device(system.path, whole_device=True))
     assert "holds the running system" in e.value.message
 
 
@@ -130,6 +145,45 @@ def test_device_without_serial_is_confirmed_by_its_exact_size(loop):
         assert "16777216" not in e.value.message  # the answer is not given away
 
 
+@needs_loop
+def test_a_destructive_write_is_asked_on_a_terminal_and_refused_without_one(loop):
+    """confirm_destructive: without a terminal (and nothing given) refused with exit 4 before a
+    word is asked; given, no question; on a real terminal (a pty) warned, asked, and the answer
+    read from it; a wrong answer refused."""
+    dev, _ = loop
+    d = get_device(dev)
+    will = "raw_write will overwrite parts of it"
+    with open(os.devnull) as no_terminal:
+        said = io.StringIO()
+        with pytest.raises(SafetyRefusal) as e:
+            confirm_destructive(d, None, will=will, stdin=no_terminal, stderr=said)
+        assert confirm_destructive(d, " 16777216 ", will=will, stdin=no_terminal, stderr=said) == "16777216"
+    line = e.value.message
+    assert e.value.exit_code == 4 and said.getvalue() == ""
+    assert line.startswith(f"not confirmed: {dev} (") and "16.8 MB, 16777216 bytes)" in line
+    assert "pass --confirm with its size in bytes" in line and "no terminal to ask on" in line
+    master, slave = os.openpty()
+    try:
+        with open(slave, closefd=True) as terminal:
+            os.write(master, b"16777216\n")
+            assert confirm_destructive(d, None, will=will, stdin=terminal, stderr=said) == "16777216"
+            warning, prompt = said.getvalue().split("\n")
+            assert warning == f"{dev} (unknown model, 16.8 MB, 16777216 bytes): {will}."
+            assert prompt == "Type its size in bytes to go on (see `cardbench list`): "
+            os.write(master, b"16777215\n")
+            with pytest.raises(SafetyRefusal, match="does not match the size in bytes"):
+                confirm_destructive(d, None, will=will, stdin=terminal, stderr=io.StringIO())
+    finally:
+        os.close(master)
+
+
+@needs_loop
+def test_the_rules_refuse_before_anyone_is_asked():
+    with loop_device(32 << 20) as (dev, _), mounted(dev), open(os.devnull) as no_terminal:
+        with pytest.raises(SafetyRefusal, match="mounted"):
+            confirm_destructive(get_device(dev), None, will="x", stdin=no_terminal, stderr=io.StringIO())
+
+
 def test_device_with_serial_is_confirmed_by_its_serial():
     devs = {d.name: d for d in list_devices(LAPTOP_SYS, LAPTOP_LSBLK, proc_root=LAPTOP_PROC)}
     sde = devs["sde"]
@@ -163,11 +217,11 @@ def test_open_errors_come_from_the_one_errno_table(err, cls, code, words):
 
 
 def test_open_exclusive_turns_an_os_error_into_its_refusal(monkeypatch):
-    import cardbench.engine.data as data
+    import cardbench.devices.safety as safety
 
     def busy(*a, **k):
         raise OSError(errno.EBUSY, "Device or resource busy")
-    monkeypatch.setattr(data, "open_raw", busy)
+    monkeypatch.setattr(safety, "open_raw", busy)
     with pytest.raises(SafetyRefusal, match="refusing to open /dev/sdz: it is in use"):
         with open_exclusive("/dev/sdz"):
             pass

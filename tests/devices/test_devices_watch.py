@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from realparts import ROOT, loop_device
-
 from cardbench.devices.watch import Watcher, parse_uevent, watched
+from realparts import ROOT, loop_device
 
 pytestmark = pytest.mark.skipif(not ROOT, reason="needs root for loop devices")
 

@@ -7,8 +7,8 @@ leak check can look for loop devices, mounts and server processes of *our* emula
 
 from __future__ import annotations
 
-
 import pytest
+
 from realparts import emulators_under
 
 

@@ -6,10 +6,10 @@ import os
 import time
 
 import pytest
-from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
+from emulate_helpers import needs_emulator
 
 pytestmark = [needs_emulator, pytest.mark.timing]
 

@@ -8,10 +8,9 @@ import time
 
 import pytest
 
-from emulate_helpers import needs_emulator
-
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
+from emulate_helpers import needs_emulator
 
 pytestmark = [needs_emulator, pytest.mark.timing]
 

@@ -11,12 +11,12 @@ import textwrap
 import time
 
 import pytest
-from emulate_helpers import assert_gone, dio_read, leftovers, needs_emulator
-from realparts import stop_process
 
 from cardbench.emulate import CardSpec, EmulatedCard, EmulatedReader, system
 from cardbench.errors import CardbenchError, UsageError
 from cardbench.units import MB, MiB
+from emulate_helpers import assert_gone, dio_read, leftovers, needs_emulator
+from realparts import stop_process
 
 pytestmark = needs_emulator
 

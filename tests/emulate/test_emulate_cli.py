@@ -8,10 +8,10 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from emulate_helpers import assert_gone, dio_read, needs_emulator
 
 from cardbench.cli.emulate_cmd import emulate
 from cardbench.errors import UsageError
+from emulate_helpers import assert_gone, dio_read, needs_emulator
 
 pytestmark = needs_emulator
 

@@ -6,10 +6,10 @@ import errno
 import os
 
 import pytest
-from emulate_helpers import assert_gone, dio_read, dio_write, needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
+from emulate_helpers import assert_gone, dio_read, dio_write, needs_emulator
 
 pytestmark = needs_emulator
 

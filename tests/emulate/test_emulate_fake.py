@@ -7,10 +7,10 @@ import shutil
 import subprocess
 
 import pytest
-from emulate_helpers import dio_read, dio_write, needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
+from emulate_helpers import dio_read, dio_write, needs_emulator
 
 pytestmark = needs_emulator
 

@@ -8,12 +8,12 @@ import os
 import time
 
 import pytest
-from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.emulate.pacing import ReaderModel
 from cardbench.errors import UsageError
 from cardbench.units import MB, MiB
+from emulate_helpers import needs_emulator
 
 KiB = 1024
 

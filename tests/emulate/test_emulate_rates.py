@@ -6,7 +6,6 @@ import pytest
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.units import MB, MiB
-
 from emulate_helpers import fio, needs_emulator, needs_fio
 
 pytestmark = [needs_emulator, needs_fio, pytest.mark.timing]

@@ -7,10 +7,10 @@ import shutil
 import subprocess
 
 import pytest
-from emulate_helpers import needs_emulator
 
 from cardbench.emulate import CardSpec, EmulatedReader
 from cardbench.units import MB, MiB
+from emulate_helpers import needs_emulator
 
 pytestmark = [needs_emulator, pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio"), pytest.mark.timing]
 

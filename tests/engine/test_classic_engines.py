@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from realparts import ROOT, call_cli
-
 from cardbench.engine import engine_names
 from cardbench.runner import RunOptions, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB, MiB
+from realparts import ROOT, call_cli
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse") or not shutil.which("fio"),
                                  reason="needs root, FUSE and fio"), pytest.mark.timing]
@@ -29,7 +29,7 @@ def test_classic_tests_agree_across_engines(tmp_path):
     rates: dict[str, tuple[float, float]] = {}
     with EmulatedCard(spec) as card, card.filesystem("ext4") as mnt:
         for engine in engine_names():
-            r = run_directory(mnt, RunOptions(size=8 * MiB, runs=2, warmup=0, engine=engine))
+            r = run_directory(DirTarget.open(mnt), RunOptions(size=8 * MiB, runs=2, warmup=0, engine=engine))
             w, rd = r.test("seq_write"), r.test("cold_read")
             assert w.method["engine"] == rd.method["engine"] == engine
             rates[engine] = (w.median_bytes_per_s, rd.median_bytes_per_s)

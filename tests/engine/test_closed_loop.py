@@ -11,14 +11,14 @@ import time
 from array import array
 
 import pytest
-from engine_helpers import emulated_card, fill_random, needs_emulator, needs_root
-from realparts import loop_device
 
 from cardbench.engine.base import closed_loop, submit_reap_loop
 from cardbench.engine.buffers import AlignedBuffers, aligned_buffer
 from cardbench.engine.queued import QueuedEngine, io_uring_available
 from cardbench.engine.sync import SyncEngine
 from cardbench.errors import DeviceFault
+from engine_helpers import emulated_card, fill_random, needs_emulator, needs_root
+from realparts import loop_device
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -79,7 +79,7 @@ def test_each_buffer_reads_the_offset_it_was_given(device, name, depth, factory)
         assert (res.ops, res.bytes, res.stopped) == (depth, depth * 4096, "size")
         assert len(lat) == depth and all(0 < x < 30 for x in lat)
         assert res.t1 >= res.t0
-        for b, off in zip(bufs, offsets):      # buffer i went out with the i-th offset
+        for b, off in zip(bufs, offsets, strict=True):      # buffer i went out with the i-th offset
             assert bytes(b[:4096]) == data[off:off + 4096]
         assert eng.pending() == 0
 

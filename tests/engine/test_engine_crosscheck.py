@@ -7,9 +7,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine_helpers import emulated_card, needs_emulator, needs_fio
 
+from cardbench.target import open_target
 from cardbench.workloads.random import run_pattern
+from engine_helpers import emulated_card, needs_emulator, needs_fio
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -20,7 +21,7 @@ LATENCY = 0.002
 def _medians(device, name, engines, **kw):
     medians = {}
     for engine in engines:
-        res = run_pattern(device, name, engine, runs=2, warmup=0, duration=1.5, **kw)
+        res = run_pattern(open_target(device), name, engine, runs=2, warmup=0, duration=1.5, **kw)
         assert res.method["engine"] == engine
         assert all(r.ops and r.latency_s for r in res.runs)
         if engine == "queued":

@@ -7,11 +7,11 @@ import os
 import subprocess
 
 import pytest
-from engine_helpers import data_file, needs_fio, odirect_dir
 
 from cardbench.engine import engine_info, engine_names, get_engine
 from cardbench.engine.fio import fio_command, parse_fio_json, run_fio
 from cardbench.errors import DeviceFault, UsageError
+from engine_helpers import data_file, needs_fio, odirect_dir
 
 MiB = 1 << 20
 pytestmark = needs_fio

@@ -5,11 +5,17 @@ from __future__ import annotations
 import random
 
 import pytest
-from engine_helpers import data_file, emulated_card, max_overlap, needs_emulator, odirect_dir
 
 from cardbench.engine import IoOp, aligned_buffer, get_engine
 from cardbench.engine.queued import MAX_QUEUE_DEPTH, QueuedEngine, io_uring_available
 from cardbench.errors import DeviceFault, UsageError
+from engine_helpers import (
+    data_file,
+    emulated_card,
+    max_overlap,
+    needs_emulator,
+    odirect_dir,
+)
 
 BACKENDS = ["io_uring", "threads"]
 MB = 1_000_000
@@ -41,7 +47,7 @@ def test_random_reads_return_the_right_bytes(ddir, backend, depth):
     rng = random.Random(5)
     seen = 0
     try:
-        for round_ in range(8):
+        for _round in range(8):
             for i, b in enumerate(bufs):
                 eng.submit(IoOp("read", rng.randrange(1024) * 4096, b, 4096, tag=i))
             assert eng.pending() == 16

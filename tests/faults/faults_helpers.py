@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 import pytest
 
 from cardbench.units import MB, MiB
-from realparts import can_emulate, emulator_leftovers as leftovers, sha256_device  # noqa: F401
+from realparts import can_emulate, sha256_device  # noqa: F401
+from realparts import emulator_leftovers as leftovers
 
 ROOT = os.geteuid() == 0
 
@@ -53,7 +54,7 @@ class Cli:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"cardbench {' '.join(self.args)} did not end within {timeout} s")
+            raise AssertionError(f"cardbench {' '.join(self.args)} did not end within {timeout} s") from None
         finally:
             if self.proc in _live:
                 _live.remove(self.proc)

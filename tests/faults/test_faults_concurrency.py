@@ -8,10 +8,22 @@ from __future__ import annotations
 import os
 
 import pytest
-from faults_helpers import (card, counters, files_in, needs_emulator, nothing_left, one_error_line, run_cli,
-                          start_cli, stored, stored_verify, wait_until, when_written)
 
 from cardbench.units import MB, MiB
+from faults_helpers import (
+    card,
+    counters,
+    files_in,
+    needs_emulator,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    start_cli,
+    stored,
+    stored_verify,
+    wait_until,
+    when_written,
+)
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

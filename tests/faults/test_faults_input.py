@@ -234,7 +234,7 @@ def argvs(draw, scratch: Path):
     args = [p for p in cmd.params if isinstance(p, click.Argument)]
     if args:
         argv.append("--")
-        for a in args:
+        for _ in args:
             if name == "import":
                 argv.append(draw(st.sampled_from([str(scratch / "garbage.bin"), str(scratch / "a-file.txt"),
                                                   str(scratch / "missing.json"), str(scratch), "-"])))

@@ -20,11 +20,26 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (assert_partial_stored, card, counters, files_in, journals, needs_emulator,
-                          nothing_left, one_error_line, run_cli, scribble, sha256_device, start_cli, stored,
-                          wait_until, when_read, when_written)
 
 from cardbench.units import MB, MiB
+from faults_helpers import (
+    assert_partial_stored,
+    card,
+    counters,
+    files_in,
+    journals,
+    needs_emulator,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    scribble,
+    sha256_device,
+    start_cli,
+    stored,
+    wait_until,
+    when_read,
+    when_written,
+)
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 

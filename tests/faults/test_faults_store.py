@@ -21,14 +21,24 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (card, counters, nothing_left, one_error_line, run_cli, start_cli, stored,
-                            stored_verify, wait_until, when_written)
+
+from faults_helpers import (
+    card,
+    counters,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    start_cli,
+    stored,
+    stored_verify,
+    wait_until,
+    when_written,
+)
 from realparts import loop_device, mounted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
-from cardbench_factories import make_result, running_postgres  # noqa: E402
-
 from cardbench.units import MB, MiB  # noqa: E402
+from cardbench_factories import make_result, running_postgres  # noqa: E402
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -229,16 +239,18 @@ def test_drawer_interrupted_keeps_every_finished_card(row, emu_dir):
         def remount(mode):
             subprocess.run(["mount", "-o", f"remount,{mode}", dbfs], check=True, capture_output=True)
 
-        def on_result(c, result):            # what `cardbench demo` (and a drawer session) does per card
+        def keep(c, measure):                # each card recorded as it finishes
+            result = measure()
             if len(recs) == 1:
                 remount("ro")
             recs.append(record(result, str(db)))
             if len(recs) == 2:
                 remount("rw")
                 threading.Timer(0.5, _thread.interrupt_main).start()   # Ctrl-C while card 3 is set up and run
+            return result
 
         with pytest.raises((KeyboardInterrupt, Interrupted)):
-            run_demo(cards=DRAWER[:3], factor=10, file_bytes=2 * MB, runs=1, on_result=on_result)
+            run_demo(cards=DRAWER[:3], factor=10, file_bytes=2 * MB, runs=1, keep=keep)
         assert [r.stored for r in recs] == [True, False] and len(recs[1].kept) == 1
         row.saw("card 1 stored; card 2 kept in the outbox (store read-only); Ctrl-C during card 3")
         assert len(stored(db)) == 1 and len(outbox_for(db)) == 1
@@ -379,7 +391,7 @@ def test_two_stations_at_once(row, tmp_path, pg, pg_db):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-800:]
     lines = [ln.split() for out, _ in outs for ln in out.splitlines() if not ln.startswith("sync")]
     made = [ln[0] for ln in lines]

@@ -19,11 +19,26 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_helpers import (card, counters, files_in, journals, needs_emulator, nothing_left, one_error_line,
-                          run_cli, scribble, sha256_device, start_cli, stored_verify, VERIFY_FILE_RE,
-                          wait_until, when_read, when_written)
 
 from cardbench.units import MB, MiB
+from faults_helpers import (
+    VERIFY_FILE_RE,
+    card,
+    counters,
+    files_in,
+    journals,
+    needs_emulator,
+    nothing_left,
+    one_error_line,
+    run_cli,
+    scribble,
+    sha256_device,
+    start_cli,
+    stored_verify,
+    wait_until,
+    when_read,
+    when_written,
+)
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 
@@ -73,7 +88,7 @@ def test_quick_signal(row, tmp_path, emu_dir, journal_root, sig, words):
         assert p.returncode == 130, (p.returncode, p.stderr)
         line = one_error_line(p, *words)
         row.saw(f"exit 130: {line[11:]}")
-        if "after the check had finished" in line:
+        if "after the measurement had finished" in line:
             # the signal came while the finished result was being stored and shown: kept whole
             docs = stored_verify(db)
             assert len(docs) == 1 and docs[0]["complete"] is True, docs

@@ -10,12 +10,21 @@ or document attached, the card restored (sha256 before == after), nothing left.
 from __future__ import annotations
 
 import pytest
-from faults_helpers import (VERIFY_FILE_RE, card, files_in, journals, leftovers, needs_emulator, scribble,
-                            sha256_device)
 
 from cardbench.errors import Interrupted
 from cardbench.patterns import Pattern
+from cardbench.target import open_target
 from cardbench.units import MB, MiB
+from faults_helpers import (
+    VERIFY_FILE_RE,
+    card,
+    files_in,
+    journals,
+    leftovers,
+    needs_emulator,
+    scribble,
+    sha256_device,
+)
 
 pytestmark = [needs_emulator, pytest.mark.needs_root]
 
@@ -43,7 +52,7 @@ def test_raw_write_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir):
         opts = DeviceOptions(runs=1, positions=2, sample=2 * MiB, access_seconds=0.05, destructive=True,
                              preserve=True, confirm=str(c.size), journal_dir=str(tmp_path / "journal"))
         with pytest.raises(Interrupted) as e:
-            run_device(c.device, opts)
+            run_device(open_target(c.device, kinds=("device",), whole_device=True), opts)
         r = e.value.result
         assert r.complete is False and r.error and "interrupted" in r.error
         assert journals(tmp_path / "journal") == []
@@ -60,12 +69,12 @@ def test_verify_full_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_dir
     with card(size=32 * MiB, write_rate=400 * MB, read_rate=800 * MB) as c, c.filesystem("ext4") as mnt:
         interrupt_fill_at(monkeypatch, 3)
         with pytest.raises(Interrupted) as e:
-            verify_full(mnt, file_bytes=MiB, state_dir=str(tmp_path / "state"))
+            verify_full(open_target(mnt, write=True), file_bytes=MiB, state_dir=str(tmp_path / "state"))
         doc = e.value.doc
         assert doc["complete"] is False and "interrupted" in doc["error"]
         row.saw(f"Interrupted: {doc['error'][:60]}...; {len(files_in(mnt, VERIFY_FILE_RE))} file(s) kept")
         monkeypatch.undo()
-        verify_full(mnt, file_bytes=MiB, state_dir=str(tmp_path / "state"))   # the next run cleans up
+        verify_full(open_target(mnt, write=True), file_bytes=MiB, state_dir=str(tmp_path / "state"))   # the next run cleans up
         assert files_in(mnt, VERIFY_FILE_RE) == []
         row.saw("next verify removed them")
     assert leftovers(emu_dir) == []
@@ -81,7 +90,7 @@ def test_verify_quick_interrupted_inside_fill(row, monkeypatch, tmp_path, emu_di
         before = sha256_device(c.device, c)
         interrupt_fill_at(monkeypatch, 5)
         with pytest.raises(Interrupted) as e:
-            verify_device(c.device, journal_dir=str(tmp_path / "journal"))
+            verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=str(tmp_path / "journal"))
         doc = e.value.doc
         assert doc["complete"] is False and doc["error"]
         assert journals(tmp_path / "journal") == []

@@ -12,7 +12,6 @@ import subprocess
 import time
 
 import pytest
-from realparts import call_cli, can_emulate, loop_device, mounted
 
 from cardbench.emulate import CardSpec, EmulatedCard
 from cardbench.engine.buffers import aligned_buffer
@@ -22,6 +21,7 @@ from cardbench.geometry import GeometryOptions, find_geometry, writes
 from cardbench.geometry.doc import SCHEMA, check_doc
 from cardbench.report.geometry import render_geometry
 from cardbench.units import MB
+from realparts import call_cli, can_emulate, loop_device, mounted
 
 KiB, MiB = 1 << 10, 1 << 20
 pytestmark = [pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices"),
@@ -174,7 +174,7 @@ def test_preserve_without_write_is_a_usage_error():
 
 def test_write_without_confirmation_and_no_terminal_is_refused():
     with loop_device(256 * MiB) as dev:
-        one_line_error(call_cli("geometry", dev, "--write"), "not confirmed", "--confirm", "--preserve")
+        one_line_error(call_cli("geometry", dev, "--write"), "not confirmed", "--confirm", "would lose data")
 
 
 def _system_disk() -> str | None:

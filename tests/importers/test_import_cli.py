@@ -8,14 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cardbench_factories import make_result
 from click.testing import CliRunner
-from realparts import call_cli
 
 from cardbench.cli.results_cmd import export, import_cmd, results
 from cardbench.errors import StoreError, UsageError
 from cardbench.store import open_store
-
+from cardbench_factories import make_result
+from realparts import call_cli
 
 #: child processes run this checkout's cardbench (src/), not whichever one is installed
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}

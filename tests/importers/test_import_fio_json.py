@@ -7,14 +7,14 @@ import shutil
 import subprocess
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text
 from cardbench.importers.fio import fio_size
+from cardbench.plan import pattern_name
 from cardbench.report import render
-from cardbench.workloads.random import pattern_name
 from cardbench.result import Card
+from cardbench_factories import make_result
 
 
 def test_fio_fixture(data_dir):

@@ -50,7 +50,7 @@ def test_the_same_run_as_json_stores_the_same_rates(version):
     js = import_file(REAL / f"fio-{version}.json").results[0]
     hu = _normal(version).results[0]
     assert [t.name for t in hu.tests] == [t.name for t in js.tests]
-    for a, b in zip(js.tests, hu.tests):
+    for a, b in zip(js.tests, hu.tests, strict=True):
         ra, rb = a.runs[0], b.runs[0]
         assert (rb.seconds, rb.ops) == (ra.seconds, ra.ops), a.name
         if b.method["io_from"] == "issued I/Os x block size":
@@ -133,7 +133,7 @@ def test_without_issued_counts_the_printed_io_is_used_and_said():
     assert any("printed, rounded io=" in n for n in rep.notes)
     assert "no exact I/O count" in rep.convention
     good = _normal("2.2.10").results[0]
-    for a, b in zip(good.tests, rep.results[0].tests):
+    for a, b in zip(good.tests, rep.results[0].tests, strict=True):
         assert b.method["io_from"] == "the printed io= (rounded)"
         assert b.median_bytes_per_s == pytest.approx(a.median_bytes_per_s, rel=0.002), a.name
 
@@ -208,7 +208,7 @@ def test_real_fio_normal_and_json_of_one_run(tmp_path):
     hu = rep.results[0]
     assert [t.name for t in hu.tests] == [t.name for t in js.tests] == [
         "seq_write_64k_q1t1", "rand_read_4k_q4t1", "rand_read_8k_q1t2_mixed", "rand_write_8k_q1t2_mixed"]
-    for a, b in zip(js.tests, hu.tests):
+    for a, b in zip(js.tests, hu.tests, strict=True):
         assert (b.runs[0].bytes, b.runs[0].seconds, b.runs[0].ops) == (a.runs[0].bytes, a.runs[0].seconds,
                                                                        a.runs[0].ops), a.name
     os.remove(data)

@@ -38,7 +38,7 @@ def test_real_json_stores_what_fio_measured(version):
     assert rep.flags == [], [str(f) for f in rep.flags]
     tests = rep.results[0].tests
     assert [t.method["block_size"] for t in tests] == BLOCKS, [t.name for t in tests]
-    for t, (io, secs, bw) in zip(tests, _own_figures(version)):
+    for t, (io, secs, bw) in zip(tests, _own_figures(version), strict=True):
         assert t.runs[0].bytes == io and t.runs[0].seconds == secs, t.name
         # fio's bw: whole KiB/s of the same io / runtime
         assert abs(t.median_bytes_per_s / KiB - bw) <= 1.0 + KiB / secs / KiB, (t.name, t.median_bytes_per_s, bw)

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 
 import pytest
-from realparts import ROOT, loop_device, mounted, call_cli
 
 from cardbench.errors import UsageError
 from cardbench.importers import import_file, import_text
 from cardbench.store import open_store
+from realparts import ROOT, call_cli, loop_device, mounted
 
 MiB = 1 << 20
 PEERS = os.path.join(os.path.dirname(__file__), "data", "peers")
@@ -76,7 +76,7 @@ def test_fio_2x_and_3x_json_of_the_same_job_store_the_same_rate(tmp_path):
     assert not r3.flags and not r2.flags
     t3, t2 = r3.results[0].tests, r2.results[0].tests
     assert [t.name for t in t3] == [t.name for t in t2] == ["seq_read_64k_q1t1", "rand_write_4k_q1t1"]
-    for a, b, job in zip(t3, t2, doc3["jobs"]):
+    for a, b, job in zip(t3, t2, doc3["jobs"], strict=True):
         side = job["read"] if job["read"]["io_bytes"] else job["write"]
         fio_rate = side["io_bytes"] / (side["runtime"] / 1000.0)      # what fio measured
         assert a.median_bytes_per_s == pytest.approx(fio_rate, rel=1e-9)
@@ -101,7 +101,7 @@ def test_fio_json_plus_group_reporting_and_terse(tmp_path):
     assert rep.format == "fio-terse" and "terse" in rep.convention and not rep.flags
     tests = rep.results[0].tests
     assert [x.name for x in tests] == ["seq_read_64k_q1t1", "rand_write_4k_q1t1"]
-    for line, x in zip(terse.strip().splitlines(), tests):
+    for line, x in zip(terse.strip().splitlines(), tests, strict=True):
         f = line.split(";")
         kib, ms = (int(f[5]), int(f[8])) if x.name.startswith("seq_read") else (int(f[46]), int(f[49]))
         assert x.median_bytes_per_s == pytest.approx(kib * 1024 / (ms / 1000.0))

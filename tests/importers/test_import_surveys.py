@@ -143,7 +143,7 @@ def test_own_csv_export_reimports_without_flags(tmp_path):
     p.write_text(render(rs, "csv"))
     rep = import_file(p)
     assert rep.format == "csv" and rep.flags == [] and rep.skipped == []
-    for orig, back in zip(rs, rep.results):
+    for orig, back in zip(rs, rep.results, strict=True):
         assert back.card.identity() == orig.card.identity()
         assert back.test("seq_write").median_bytes_per_s == pytest.approx(orig.test("seq_write").median_bytes_per_s)
         assert back.test("cold_read").median_bytes_per_s == pytest.approx(
@@ -284,7 +284,7 @@ def _survey(chained: bool, file_bytes: int = 42_000_000, slip: tuple[int, str, s
     """A 2006-layout table: figures from the printed ones (the author's chain: the average printed
     with 2 decimals, MB/s from it with 3, X from that MB/s with 2) or from the unrounded ones."""
     lines = []
-    for n, ((brand, cap, label, times), read) in enumerate(zip(_TIMES, _READS)):
+    for n, ((brand, cap, label, times), read) in enumerate(zip(_TIMES, _READS, strict=True)):
         mean = sum(times) / len(times)
         avg = f"{mean:.2f}"
         rate = file_bytes / (float(avg) if chained else mean) / 1e6

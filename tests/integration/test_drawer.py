@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from realparts import call_cli, can_emulate, emulators_under, run_cli
-
+from cardbench.target import open_target
 from cardbench.units import MB, MiB
+from realparts import call_cli, can_emulate, emulators_under, loop_device, run_cli
 
 pytestmark = pytest.mark.skipif(not can_emulate(), reason="needs root, FUSE and loop devices for emulated cards")
 
@@ -81,7 +81,7 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
             for i, spec in enumerate(specs):
                 with EmulatedCard(spec) as card:
                     inserted = time.monotonic()
-                    assert drawer.wait_for(lambda: len(drawer.lines) > i, 240), "".join(drawer.err)
+                    assert drawer.wait_for(lambda i=i: len(drawer.lines) > i, 240), "".join(drawer.err)
                     assert time.monotonic() - inserted < 240
                     doc = drawer.docs()[i]
                     assert doc["schema"] == "cardbench.drawer/1" and doc["device"] == card.device
@@ -118,29 +118,29 @@ def test_drawer_session_three_cards_one_counterfeit(tmp_path):
 @pytest.mark.slow
 def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_path):
     """A card yanked while under test: stored as incomplete with its error; the next card is tested."""
-    from cardbench.drawer import DrawerOptions, DrawerSession
+    from cardbench.drawer import CardDone, DrawerOptions, DrawerSession, Testing
     from cardbench.emulate import CardSpec, EmulatedCard
     from cardbench.store import open_store
     emu = tmp_path / "emu"
     emu.mkdir()
     db = str(tmp_path / "d.sqlite3")
-    events: list[tuple[str, dict]] = []
+    events: list = []
     session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(emu), settle=5.0, runs=1, db=db,
-                                          verify=False, on_event=lambda k, **d: events.append((k, d))))
+                                          verify=False, on_event=events.append))
     errors: list[BaseException] = []
 
     def insert() -> None:
         try:
             with EmulatedCard(CardSpec(size=64 * MiB, write_rate=4 * MB, read_rate=4 * MB, name="pulled")) as card:
-                while not any(k == "testing" for k, _ in events):
+                while not any(isinstance(e, Testing) for e in events):
                     time.sleep(0.05)
                 time.sleep(1.0)
                 card.yank()
-                while not any(k == "done" for k, _ in events):
+                while not any(isinstance(e, CardDone) for e in events):
                     time.sleep(0.05)
             with EmulatedCard(CardSpec(size=48 * MiB, write_rate=20 * MB, read_rate=20 * MB, name="next")) as card:
                 with card.filesystem("ext4"):   # mounted within the settle time: tested on its mount
-                    while sum(k == "done" for k, _ in events) < 2:
+                    while sum(isinstance(e, CardDone) for e in events) < 2:
                         time.sleep(0.05)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
@@ -151,7 +151,7 @@ def test_card_pulled_mid_test_is_stored_incomplete_and_the_session_goes_on(tmp_p
         deadline = time.monotonic() + 180
         session.run(stop=lambda: time.monotonic() > deadline or not t.is_alive(), max_cards=2)
         t.join(60)
-        assert not t.is_alive(), f"the cards were not taken out; session events: {[k for k, _ in events]}"
+        assert not t.is_alive(), f"the cards were not taken out; session events: {[type(e).__name__ for e in events]}"
     assert not errors, errors
     first, second = session.outcomes
     assert first.error and not first.result.complete and first.saved
@@ -249,7 +249,7 @@ def test_same_card_through_a_fast_then_a_capped_reader_names_the_ceiling(tmp_pat
         for name, cap in (("fast reader", None), ("capped reader", ceiling)):
             with EmulatedReader(ceiling=cap) as reader:
                 card = reader.add_card(spec)
-                result = run_device(card.device, DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
+                result = run_device(open_target(card.device, kinds=("device",), whole_device=True), DeviceOptions(runs=1, positions=4, sample=2 * MiB, access_seconds=0.2,
                                                                card=Card(brand="Known", name="Fast", serial="03-SD-0x1",
                                                                          serial_source="cid"),
                                                                reader=Reader(name=name)))
@@ -324,3 +324,31 @@ def test_a_card_already_in_is_named_or_tested_first(tmp_path, present):
                 assert "not tested" in line and "--present" in "".join(drawer.err)
         finally:
             drawer.stop()
+
+
+def test_the_session_tells_what_happens_as_typed_events(tmp_path):
+    """A card already in (a loop device), tested first: the session tells Watching, Present,
+    Testing and CardDone, each a typed value with its fields; the card is stored, and every event
+    has its words (cardbench.report.session.event_lines)."""
+    from cardbench.drawer import CardDone, DrawerOptions, DrawerSession, Present, Testing, Watching
+    from cardbench.report.session import event_lines
+    from cardbench.store import open_store
+    db = str(tmp_path / "e.sqlite3")
+    events: list = []
+    with loop_device(8 * MiB, directory=str(tmp_path)) as dev:
+        session = DrawerSession(DrawerOptions(include_loop=True, loop_under=str(tmp_path), settle=0, runs=1,
+                                              verify=False, probe_shared=False, test_present=True, db=db,
+                                              on_event=events.append))
+        session.run(max_cards=1)
+    assert [type(e) for e in events] == [Watching, Present, Testing, CardDone], events
+    watching, present, testing, done = events
+    assert watching.root and "loop devices backed under" in watching.what
+    assert present == Present(devices=(dev,), tested=True)
+    assert (testing.device, testing.number, testing.recalled) == (dev, 1, False)
+    assert done.count == 1 and done.outcome is session.outcomes[0] and done.outcome.saved
+    assert [t.name for t in done.outcome.result.tests] == ["raw_read", "raw_access"]
+    with open_store(db) as store:
+        assert [r.id for r in store.results()] == [done.outcome.result.id]
+    assert event_lines(present) == [f"Already in: {dev}; testing them first."]
+    assert event_lines(done) == ["1 card(s) done; waiting for the next card (Ctrl-C ends)."]
+    assert all(line.strip() for e in events for line in event_lines(e))

@@ -31,16 +31,21 @@ from dataclasses import dataclass
 
 import pytest
 
-from realparts import ROOT, call_cli, emulators_under
-from verdict_emulation import (PhaseSettings, collapsed, iops_settings, margin_close,
-                               printed_claims)
-
 from cardbench.progress import NullProgress
 from cardbench.report import render_result
 from cardbench.result import Card, Result, Run, TestResult
 from cardbench.runner import RunOptions, run_directory
+from cardbench.target import DirTarget
 from cardbench.units import MB, MiB
 from cardbench.verdicts import INDICATIVE_NOTE, check_result, judge, parse_label
+from realparts import ROOT, call_cli, emulators_under
+from verdict_emulation import (
+    PhaseSettings,
+    collapsed,
+    iops_settings,
+    margin_close,
+    printed_claims,
+)
 
 _EMULATED_MARKS = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
                    pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
@@ -137,7 +142,7 @@ def check_rows(result: Result, sc: Scenario, table: str | None = None) -> tuple[
     printed = printed_claims(table if table is not None else render_result(result, "table"))
     assert [(p[0], p[1]) for p in printed] == [(r["claim"], r["verdict"]) for r in rows]
     record = []
-    for row, (_, _, printed_margin) in zip(rows, printed):
+    for row, (_, _, printed_margin) in zip(rows, printed, strict=True):
         what = f"{sc.id}: {row['name']} {row['direction']} ({row['test']}): {row['reason']}"
         set_value = sc.set_value(row["direction"])
         set_margin = set_value / row["required"] - 1
@@ -237,7 +242,7 @@ def test_label_thresholds_judged(sc):
     record, problems = check_rows(result, sc)
     assert not problems, "\n".join(problems)
     # the set figures, not a neighbourhood of them: the judged margin is the set margin
-    for sid, claim, direction, set_value, measured, margin, verdict in record:
+    for _sid, claim, direction, set_value, measured, _margin, _verdict in record:
         assert measured == pytest.approx(set_value, rel=5e-3), (claim, direction)   # whole ops
     report(record)
     if sc.label == "A2":
@@ -271,7 +276,7 @@ def test_label_thresholds(card_fs, sc):
         progress = NullProgress()
     every_attempt: list[list[str]] = []
     for attempt in range(1, ATTEMPTS + 1):
-        result = run_directory(mnt, RunOptions(size=sc.size, runs=sc.runs, warmup=0, card=Card(name=sc.id), label=sc.label,
+        result = run_directory(DirTarget.open(mnt), RunOptions(size=sc.size, runs=sc.runs, warmup=0, card=Card(name=sc.id), label=sc.label,
                                                area=16 * MiB, duration=sc.duration, progress=progress))
         assert result.complete and not result.error
         if sc.iops:
@@ -302,7 +307,7 @@ def test_label_thresholds_from_the_command_line(card_fs, tmp_path):
     card, mnt = card_fs
     db = str(tmp_path / "results.sqlite3")
     record = []
-    for sc, fmt in zip(CLI, ("json", "table")):
+    for sc, fmt in zip(CLI, ("json", "table"), strict=True):
         for attempt in range(1, ATTEMPTS + 1):
             card.set(latency=0.0, write_rate=sc.write * MB, read_rate=sc.read * MB)
             p = call_cli("run", mnt, "--size", f"{sc.size // MiB}MiB", "--runs", str(sc.runs), "--warmup", "0",

@@ -18,12 +18,11 @@ import os
 
 import pytest
 
-from realparts import ROOT, emulators_under, call_cli
-
 from cardbench.result import Reader, Result
 from cardbench.store import open_store
 from cardbench.units import MB, MiB
 from cardbench.verdicts import rejudge_reader
+from realparts import ROOT, call_cli, emulators_under
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
               pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
@@ -128,14 +127,14 @@ def test_reader_ceiling_marks_the_fast_cards_and_only_them(emu_dir, tmp_path):
             ceiling = row["ceiling_bytes_per_s"]
             print(f"{reader_name}: ceiling {'-' if ceiling is None else f'{ceiling / MB:.3f} MB/s'} "
                   f"({row['confidence']}): {row['evidence']}")
-        for name, read, write, label, _ in CEILING_CARDS + FREE_CARDS:
+        for name, read, write, _label, _ in CEILING_CARDS + FREE_CARDS:
             r = stored[name]
             rd, wr = r.test("cold_read").median_bytes_per_s / MB, r.test("seq_write").median_bytes_per_s / MB
             print(f"  {name:7} set read {read:4} write {write:3} MB/s | measured read {rd:7.3f} write {wr:7.3f}"
                   f" | {'READER-LIMITED' if r.test('cold_read').limited_by else 'not marked':14} | "
                   + ", ".join(f"{c['name']} {c['direction']} {c['verdict']}" for c in r.claims))
         assert sorted(stored) == sorted(c[0] for c in CEILING_CARDS + FREE_CARDS)
-        for name, read, write, label, _ in CEILING_CARDS:
+        for name, read, _write, _label, _ in CEILING_CARDS:
             r = stored[name]
             v = _verdicts(r)
             assert r.test("seq_write").limited_by is None, name              # writes differ: not the reader's
@@ -151,7 +150,7 @@ def test_reader_ceiling_marks_the_fast_cards_and_only_them(emu_dir, tmp_path):
             else:
                 assert r.test("cold_read").limited_by is None, name
                 assert v[("60X", "read")] == ("meets" if read * MB > 9 * MB else "fails"), name
-        for name, read, write, label, _ in FREE_CARDS:
+        for name, read, _write, _label, _ in FREE_CARDS:
             r = stored[name]
             assert all(t.limited_by is None for t in r.tests), name
             assert _verdicts(r)[("250X", "read")] == ("meets" if read * MB > 37.5 * MB else "fails"), name

@@ -8,13 +8,12 @@ import json
 
 import pytest
 
-from realparts import call_cli
-from verdict_emulation import stored_run_result
-
 from cardbench.result import Reader
 from cardbench.store import open_store
 from cardbench.units import MB
 from cardbench.verdicts import rejudge_reader
+from realparts import call_cli
+from verdict_emulation import stored_run_result
 
 READER = "flow reader"
 IDENT = Reader(name=READER).identity()

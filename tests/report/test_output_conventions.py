@@ -11,9 +11,9 @@ import shutil
 import subprocess
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.store import open_store
+from cardbench_factories import make_result
 from realparts import call_cli
 
 #: what must never appear in default (non-JSON, non-verbose) output

@@ -7,12 +7,12 @@ import io
 import json
 
 import pytest
-from cardbench_factories import make_result
 from click.testing import CliRunner
 
 from cardbench.cli.results_cmd import compare, report, results
 from cardbench.errors import UsageError
 from cardbench.store import open_store
+from cardbench_factories import make_result
 from realparts import call_cli
 
 

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-from cardbench_factories import make_result
-from chromium_helpers import png_pixels
 
 from cardbench.report.html import claimed_x, render_html
 from cardbench.report.svg import nice_step
+from cardbench_factories import make_result
+from chromium_helpers import png_pixels
 
 MB = 1_000_000
 SVG_NS = "{http://www.w3.org/2000/svg}"

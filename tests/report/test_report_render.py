@@ -8,11 +8,11 @@ import json
 import statistics
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.errors import UsageError
 from cardbench.report import compare, render, render_compare, render_result
 from cardbench.result import Result, Run, TestResult
+from cardbench_factories import make_result
 
 MB = 1_000_000
 MiB = 1 << 20

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
-from cardbench_factories import make_result  # noqa: E402
-
 from cardbench.record import record  # noqa: E402
+from cardbench_factories import make_result  # noqa: E402
 
 name, n, db = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ids = []

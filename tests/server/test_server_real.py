@@ -180,7 +180,7 @@ SHOTS = Path(os.environ.get("CARDBENCH_SHOTS") or "/tmp/cardbench-server-shots")
 
 
 def test_the_pages_in_chromium(lab, browser, tmp_path):
-    from cardbench.server.pages import card_url, model_url, model_key
+    from cardbench.server.pages import card_url, model_key, model_url
     srv, db, toks, _ = lab
     SHOTS.mkdir(parents=True, exist_ok=True)
     a = make_result(brand="Pagecard", name="Ultra <b>II</b>", serial="page-a", curves=True)

@@ -123,7 +123,7 @@ class PostgresServer:
                               "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
         if r.returncode != 0:
             raise RuntimeError(f"initdb failed: {r.stderr.strip()[-500:]}")
-        for attempt in range(5):
+        for _attempt in range(5):
             self.port = _free_port()
             r = self._pg_ctl_start()
             if r.returncode == 0:

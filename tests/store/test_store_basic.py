@@ -6,12 +6,12 @@ import datetime as dt
 import sqlite3
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.errors import StoreError, UsageError
 from cardbench.result import Card, Reader, Result, Run, TestResult
 from cardbench.store import SCHEMA_VERSION, Store, open_store
 from cardbench.store.schema import MIGRATIONS, Migration
+from cardbench_factories import make_result
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

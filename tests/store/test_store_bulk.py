@@ -16,10 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cardbench_factories import make_result  # noqa: E402
-
 from cardbench.store import export  # noqa: E402
 from cardbench.store.core import open_store  # noqa: E402
+from cardbench_factories import make_result  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "bulk_export.json"
 CARD_A = {"brand": "Lexar", "capacity_bytes": 48_000_000, "label": "4X", "serial": "A-1"}

@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.errors import StoreError
 from cardbench.store import open_store
+from cardbench_factories import make_result
 
 
 def _digest(path) -> str:

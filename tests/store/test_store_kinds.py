@@ -14,7 +14,6 @@ import urllib.request
 import uuid
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench import kinds
 from cardbench.errors import UsageError
@@ -25,6 +24,7 @@ from cardbench.result import Card, Reader
 from cardbench.share import share_items, share_store, sync_share
 from cardbench.store import open_store
 from cardbench.store.export import read_export
+from cardbench_factories import make_result
 
 SCHEMA = "cardbench.scratch/1"
 CARD = Card(brand="Lexar", capacity_bytes=48_000_000, label="4X", serial="0x1a2b3c")
@@ -347,3 +347,14 @@ def test_a_store_of_schema_4_keeps_its_probes_links_and_takes_a_new_kind(tmp_pat
         d = doc()
         st.save_record(d)
         assert st.records("scratch", card="lexar 4x") == [d]
+
+
+def test_a_run_of_1e276_seconds_is_refused_in_one_line(tmp_path, capsys):
+    """The fuzz above found it: such a run's statistics overflow (was: internal error, OverflowError)."""
+    d = make_result().to_dict()
+    d["tests"][0]["runs"][0]["seconds"] = 1.3860058559946086e+276
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(d))
+    code, out, err = cli(capsys, "import", p, "--db", tmp_path / "a.db")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "result #1 cannot be read: a figure too large to compute with" in err and "nothing imported" in err

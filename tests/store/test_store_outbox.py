@@ -8,12 +8,12 @@ import os
 import sqlite3
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.errors import NotStored, StoreError
 from cardbench.record import check_store, record, sync, waiting_notice
 from cardbench.store import open_store, outbox
 from cardbench.store.core import store_key
+from cardbench_factories import make_result
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +71,7 @@ def test_sync_cut_short_never_stores_twice(tmp_path, own_data_dir):
     files = [outbox.keep(r, store_key(db), "test"), outbox.keep(doc, store_key(db), "test")]
     copies = [f.read_bytes() for f in files]
     assert sync(db).lines()[0] == f"stored 1 result and 1 verify result from the outbox in {db}"
-    for f, data in zip(files, copies):      # as if the removal had never happened
+    for f, data in zip(files, copies, strict=True):      # as if the removal had never happened
         f.write_bytes(data)
     sync(db)
     sync(db)

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.store import SCHEMA_VERSION, open_store
+from cardbench_factories import make_result
 
 HERE = Path(__file__).resolve().parent
 #: the cardbench the tests import (this checkout's src/), so a child runs the same code and schema

@@ -12,16 +12,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cardbench_factories import make_result
 
 from cardbench.cli import main
 from cardbench.evidence import probe_document, session_document
 from cardbench.result import Card, Reader
 from cardbench.store import open_store
-from cardbench.store.schema import MIGRATIONS
 from cardbench.store.core import Store
+from cardbench.store.schema import MIGRATIONS
 from cardbench.verdicts.readers import judge_shared
 from cardbench.verify.doc import new_doc
+from cardbench_factories import make_result
 
 PEERS = Path(__file__).resolve().parents[1] / "importers" / "data" / "peers"
 MB = 1_000_000
@@ -218,7 +218,7 @@ def test_a_drawer_session_stores_its_probe_and_itself(tmp_path, capsys):
     from cardbench.drawer import CardOutcome, DrawerOptions, DrawerSession, save_card
     db = str(tmp_path / "drawer.db")
     session = DrawerSession(DrawerOptions(db=db))
-    for i, (dev, card) in enumerate(zip(("/dev/sdb", "/dev/sdc"), CARDS)):
+    for i, (dev, card) in enumerate(zip(("/dev/sdb", "/dev/sdc"), CARDS, strict=True)):
         r = make_result(brand=card.brand, capacity=card.capacity_bytes, label=card.label, serial=card.serial,
                         started_at=f"2024-06-01T10:0{i}:00+00:00")
         r.reader = READER
@@ -267,9 +267,8 @@ def test_a_document_of_the_wrong_shape_is_named(tmp_path, capsys):
 def test_a_probe_the_store_cannot_take_waits_in_the_outbox(tmp_path, monkeypatch):
     """The one save path: a probe (like a result) that the store cannot take (locked past the
     timeout) is kept in the outbox and stored once by sync."""
-    from test_store_outbox import locked
-
     from cardbench.record import record, sync
+    from test_store_outbox import locked
     db = tmp_path / "r.db"
     with open_store(db):
         pass

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import make_test, result_with
 
 from cardbench.result import Reader
-from cardbench.verdicts.ceiling import (Ceiling, ceilings_for, mark_limits, observed_ceiling, path_ceiling,
-                                        plausibility, sd_bus_ceiling, usb_ceiling)
+from cardbench.verdicts.ceiling import (
+    Ceiling,
+    ceilings_for,
+    mark_limits,
+    observed_ceiling,
+    path_ceiling,
+    plausibility,
+    sd_bus_ceiling,
+    usb_ceiling,
+)
+from verdicts_helpers import make_test, result_with
 
 M = 1_000_000
 

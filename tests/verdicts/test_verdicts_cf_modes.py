@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from ata_blocks import OLD_PIO_CARD, UDMA_CARD, build_identify
-from realparts import can_emulate, emulators_under
-from verdicts_helpers import make_test, result_with
 
+from ata_blocks import OLD_PIO_CARD, UDMA_CARD, build_identify
 from cardbench.devices.ata import decode_identify
 from cardbench.result import Card, Reader
+from cardbench.target import open_target
 from cardbench.verdicts import check_result, reader_ceilings
 from cardbench.verdicts.ceiling import interface_mode_ceiling, mode_rate
 from cardbench.verdicts.ratings import ratings
+from realparts import can_emulate, emulators_under
+from verdicts_helpers import make_test, result_with
 
 M = 1_000_000
 USB2 = Reader(name="CF reader", vendor_id="058f", product_id="6362", link_speed_mbit=480, driver="usb-storage")
@@ -106,7 +107,7 @@ def test_a_udma_label_is_checked_against_what_the_card_announces():
 def _drawer(reads: list[float], writes: list[float], **fields):
     return [result_with(make_test("cold_read", [rd] * 3), make_test("seq_write", [wr] * 3), reader=USB2,
                         card=card(**dict(fields, serial=f"S{i}")))
-            for i, (rd, wr) in enumerate(zip(reads, writes))]
+            for i, (rd, wr) in enumerate(zip(reads, writes, strict=True))]
 
 
 def test_reader_evidence_names_the_mode_that_explains_a_ceiling():
@@ -140,6 +141,6 @@ def test_measured_on_emulated_cards_at_and_above_the_mode(tmp_path):
             with EmulatedCard(CardSpec(size=32 * MiB, write_rate=10 * M, read_rate=rate, name=name)) as emu:
                 opts = DeviceOptions(runs=1, warmup=0, positions=4, sample=2 * MiB, access_seconds=0.1,
                                      card=card(**dict(OLD_PIO_CARD, serial=name)))
-                got[name] = run_device(emu.device, opts).test("raw_read")
+                got[name] = run_device(open_target(emu.device, kinds=("device",), whole_device=True), opts).test("raw_read")
     assert got["at"].limited_by.startswith("limited by the card's interface mode")
     assert any("implausible: faster than card mode PIO 4" in w for w in got["above"].warnings)

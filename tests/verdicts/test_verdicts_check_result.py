@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from verdicts_helpers import make_test, result_with
-
 from cardbench.result import Card, Reader
 from cardbench.verdicts import check_result, claims_from_ssr
+from verdicts_helpers import make_test, result_with
 
 M = 1_000_000
 USB2 = Reader(name="r", link_speed_mbit=480.0, driver="usb-storage", transport="usb")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import iops_test, make_test, result_with
 
 from cardbench.result import Reader
 from cardbench.verdicts.ceiling import mark_limits, path_ceiling
 from cardbench.verdicts.claims import INDICATIVE_NOTE, judge
 from cardbench.verdicts.labels import parse_label
+from verdicts_helpers import iops_test, make_test, result_with
 
 M = 1_000_000
 USB2 = Reader(name="usb2 reader", link_speed_mbit=480.0, driver="usb-storage", transport="usb")

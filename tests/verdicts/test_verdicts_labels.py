@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from cardbench.errors import UsageError
 from cardbench.units import X_BYTES_PER_S, X_CDROM_BYTES_PER_S
-from cardbench.verdicts.labels import (Claim, claims_from_ssr, label_register_mismatches, parse_label)
+from cardbench.verdicts.labels import (
+    Claim,
+    claims_from_ssr,
+    label_register_mismatches,
+    parse_label,
+)
 from cardbench.verdicts.ratings import ratings
 
 M = 1_000_000

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import make_test
 
 from cardbench.result import Card, Reader, Result
 from cardbench.verdicts.readers import reader_ceilings
+from verdicts_helpers import make_test
 
 M = 1_000_000
 USB2_READER = Reader(name="USB 2.0 reader")

@@ -6,10 +6,10 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_verdicts_readers import SURVEY, survey
 
 from cardbench.cli.readers_cmd import readers
 from cardbench.store import open_store
+from test_verdicts_readers import SURVEY, survey
 
 
 @pytest.fixture

@@ -4,22 +4,24 @@ once (judge_shared), beside the clustering; and the drawer's recall of a card by
 from __future__ import annotations
 
 import pytest
-from verdicts_helpers import make_test
 
 from cardbench.drawer import recall
+from cardbench.evidence import VERDICT_KEYS
+from cardbench.report.readers import render_readers
 from cardbench.result import Card, Reader, Result
 from cardbench.verdicts.ceiling import ceilings_for
 from cardbench.verdicts.readers import judge_shared, reader_ceilings
+from verdicts_helpers import make_test
 
 M = 1_000_000
 FAST, CAPPED = Reader(name="fast"), Reader(name="capped")
 
 
-def res(card: Card, reader: Reader, read_mb: float, write_mb: float | None = None) -> Result:
+def res(card: Card, reader: Reader, read_mb: float, write_mb: float | None = None, source: str = "run") -> Result:
     tests = [make_test("raw_read", [read_mb * M] * 3)]
     if write_mb is not None:
         tests.append(make_test("seq_write", [write_mb * M] * 3))
-    return Result(target={"kind": "device"}, card=card, reader=reader, tests=tests)
+    return Result(target={"kind": "device"}, card=card, reader=reader, tests=tests, source=source)
 
 
 def entry(rows, name):
@@ -53,19 +55,57 @@ def test_a_card_faster_through_the_capped_reader_makes_it_only_possible():
     assert capped["confidence"] == "possible" and "no hard limit" in capped["evidence"]
 
 
-@pytest.mark.parametrize("card", [
-    Card(capacity_bytes=128 * 1024 * 1024),                       # size only: `user:||134217728|`
-    Card(brand="Known", name="Fast", capacity_bytes=64 * M),      # a name a person gave
-    Card(serial="S1", capacity_bytes=64 * M),                     # a serial typed, not read from the card
+@pytest.mark.parametrize("card,source", [
+    (Card(capacity_bytes=128 * 1024 * 1024), "run"),                   # size only: `user:||134217728|`
+    (Card(brand="Known", capacity_bytes=64 * M), "run"),               # a brand, no name
+    (Card(brand="Known", capacity_bytes=64 * M, label="4X"), "run"),   # a brand and a label, no name
+    (Card(serial="S1", capacity_bytes=64 * M), "run"),                 # a serial typed, not read from the card
+    (Card(brand="Known", name="Fast", capacity_bytes=64 * M), "import"),   # a name read from an imported file
+    (Card(name="Fast", capacity_bytes=64 * M), "demo"),                # a name the program gave
 ])
-def test_the_same_card_needs_the_cards_own_identity(card):
+def test_the_same_card_needs_the_cards_own_identity_or_a_name_typed(card, source):
     """Issue 24: two sticks of one size, each taken for a reader holding an anonymous card, named a
     false ceiling ("the same card through two readers"). Without the card's own identity (CID,
-    ATA serial, a stick's USB serial) two records are not the same card."""
-    rows = reader_ceilings([res(card, FAST, 8.0, 8.0), res(card, CAPPED, 4.0, 4.0)])
+    ATA serial, a stick's USB serial) or a name the person typed, two records are not the same card."""
+    rows = reader_ceilings([res(card, FAST, 8.0, 8.0, source), res(card, CAPPED, 4.0, 4.0, source)])
     assert all(e["direct"] == [] for e in rows)
     assert all(e["ceiling_bytes_per_s"] is None for e in rows)
     assert not any("same card" in e["evidence"] for e in rows)
+
+
+def test_a_name_the_person_typed_makes_the_same_card_and_the_verdict_says_so():
+    """Issue 30: `run --name yardstick-1 --reader fast-reader`, then the same card, same name,
+    through `--reader slow-reader` (most USB CF readers pass no ATA serial): the person's word makes
+    it one card, and the verdict says it rests on that name."""
+    named = Card(name="yardstick-1", capacity_bytes=256 * 1024 * 1024)
+    fast, slow = Reader(name="fast-reader"), Reader(name="slow-reader")
+    rows = reader_ceilings([res(named, fast, 30.0, 25.0), res(named, slow, 12.0, 11.8)])
+    s = entry(rows, "slow-reader")
+    assert (s["kind"], s["confidence"], s["direction"]) == ("same_card", "likely", "read")
+    assert s["ceiling_bytes_per_s"] == pytest.approx(12 * M)
+    assert s["rests_on"] == ["yardstick-1, as you named it"]
+    assert s["evidence"].startswith("the same card through two readers: yardstick-1, as you named it, reads 30 MB/s "
+                                    "through the other reader (fast-reader) but 12 MB/s here")
+    assert [(f["direction"], f["cards"][0]["rests_on"]) for f in s["direct"]] == [("read", "name"), ("write", "name")]
+    assert entry(rows, "fast-reader")["ceiling_bytes_per_s"] is None
+    text = render_readers(rows, "table", width=200)
+    assert ("slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach "
+            "it); it rests on yardstick-1, as you named it.") in text
+    assert "yardstick-1, as you named it, reads 30 MB/s through the other reader (fast-reader)" in text
+    # a drawer session keeps the verdict said at its end, and says what it rested on as well
+    session = {"started_at": "2026-12-03T15:00:00+00:00", "cards": [],
+               "reader_verdict": [{k: e.get(k) for k in VERDICT_KEYS} for e in rows]}
+    text = render_readers(rows, width=400, sessions=[session])
+    assert ("; slow-reader: caps reads at 12 MB/s (likely, the same card through another reader; 1 of 1 cards reach "
+            "it); it rests on yardstick-1, as you named it.") in text.splitlines()[-2]
+    # another name is another card
+    other = Card(name="yardstick-2", capacity_bytes=256 * 1024 * 1024)
+    rows = reader_ceilings([res(named, fast, 30.0), res(other, slow, 12.0)])
+    assert all(e["direct"] == [] for e in rows)
+    # a card known by its own identity rests on no name
+    rows = reader_ceilings([res(own("sd", "03-SD-0x1"), fast, 30.0), res(own("sd", "03-SD-0x1"), slow, 12.0)])
+    slow = entry(rows, "slow-reader")
+    assert slow["kind"] == "same_card" and slow["rests_on"] == [] and "as you named it" not in slow["evidence"]
 
 
 def test_a_stick_is_no_reader():
@@ -83,7 +123,7 @@ def test_within_the_gap_is_no_evidence():
 
 def measured(alone, together):
     rows = [{"device": f"/dev/sd{c}", "alone_bytes_per_s": a * M, "together_bytes_per_s": t * M}
-            for c, a, t in zip("bc", alone, together)]
+            for c, a, t in zip("bc", alone, together, strict=True)]
     total = sum(together)
     return {"devices": rows, "alone_sum_bytes_per_s": sum(alone) * M, "alone_max_bytes_per_s": max(alone) * M,
             "together_bytes_per_s": total * M, "together_seconds": 2.0}

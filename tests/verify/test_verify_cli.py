@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from realparts import call_cli
 from verify_helpers import card, needs_emulator
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from verify_helpers import Trigger, card, needs_emulator
 
 from cardbench.errors import Interrupted, UsageError
+from cardbench.target import open_target
 from cardbench.verify.full import FILE_RE, STATE_NAME, verify_full
+from verify_helpers import Trigger, card, needs_emulator
 
 MiB = 1 << 20
 pytestmark = [needs_emulator, pytest.mark.needs_root]
@@ -34,7 +35,7 @@ def ours(d: str) -> list[str]:
 @pytest.mark.slow
 def test_ext4_on_a_wraparound_card():
     with card(512 * MiB, 256 * MiB, "wraparound") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
-        doc = verify_full(mnt, seed=1, state_dir=STATE)
+        doc = verify_full(open_target(mnt, write=True), seed=1, state_dir=STATE)
         left = ours(mnt)
     assert doc["mode"] == "full" and doc["complete"]
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "wraparound")
@@ -54,7 +55,7 @@ def test_ext4_on_a_wraparound_card():
 @pytest.mark.slow
 def test_ext4_on_a_drop_card_and_files_kept():
     with card(256 * MiB, 100 * MiB, "drop") as c, c.filesystem("ext4", mkfs_args=EXT4) as mnt:
-        doc = verify_full(mnt, seed=2, keep_files=True, state_dir=STATE)
+        doc = verify_full(open_target(mnt, write=True), seed=2, keep_files=True, state_dir=STATE)
         left = ours(mnt)
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "dropped")
     assert doc["sectors"]["zero"] > 0
@@ -65,7 +66,7 @@ def test_ext4_on_a_drop_card_and_files_kept():
 @pytest.mark.slow
 def test_genuine_ext4():
     with card(128 * MiB) as c, c.filesystem("ext4") as mnt:
-        doc = verify_full(mnt, seed=3, state_dir=STATE)
+        doc = verify_full(open_target(mnt, write=True), seed=3, state_dir=STATE)
         left = ours(mnt)
     assert (doc["verdict"], doc["kind"], doc["lost_bytes"]) == ("genuine", None, 0)
     assert doc["usable_bytes"] == 128 * MiB and doc["written_bytes"] > 100 * MiB
@@ -78,11 +79,11 @@ def test_interrupted_then_resumed():
         def stop():
             raise KeyboardInterrupt
         with pytest.raises(Interrupted) as ei:
-            verify_full(mnt, seed=4, file_bytes=8 * MiB, progress=Trigger(40 * MiB, stop), state_dir=STATE)
+            verify_full(open_target(mnt, write=True), seed=4, file_bytes=8 * MiB, progress=Trigger(40 * MiB, stop), state_dir=STATE)
         assert "--resume" in str(ei.value)
         kept = ours(mnt)
         assert STATE_NAME in kept and len(kept) >= 5
-        doc = verify_full(mnt, resume=True, state_dir=STATE)
+        doc = verify_full(open_target(mnt, write=True), resume=True, state_dir=STATE)
         left = ours(mnt)
     assert doc["id"] == ei.value.doc["id"]
     assert doc["method"]["resumed"] and doc["verdict"] == "genuine" and doc["complete"]
@@ -93,15 +94,15 @@ def test_interrupted_then_resumed():
 def test_resume_without_a_run():
     with card(64 * MiB) as c, c.filesystem("ext4") as mnt:
         with pytest.raises(UsageError, match="nothing to resume"):
-            verify_full(mnt, resume=True, state_dir=STATE)
+            verify_full(open_target(mnt, write=True), resume=True, state_dir=STATE)
 
 
 @pytest.mark.slow
 def test_whole_device_destructive(journal):
     with card(256 * MiB, 100 * MiB + 4096, "drop") as c:
         with pytest.raises(UsageError, match="--destructive"):
-            verify_full(c.device)
-        doc = verify_full(c.device, destructive=True, seed=5, state_dir=journal)
+            verify_full(open_target(c.device, write=True))
+        doc = verify_full(open_target(c.device, write=True), destructive=True, seed=5, state_dir=journal)
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "dropped")
     assert doc["usable_bytes"] == 100 * MiB + 4096
     assert doc["bad_ranges"] == [[100 * MiB + 4096, 256 * MiB]]
@@ -111,13 +112,13 @@ def test_whole_device_destructive(journal):
 @pytest.mark.slow
 def test_whole_device_wraparound(journal):
     with card(256 * MiB, 96 * MiB, "wraparound") as c:
-        doc = verify_full(c.device, destructive=True, seed=6, state_dir=journal)
+        doc = verify_full(open_target(c.device, write=True), destructive=True, seed=6, state_dir=journal)
     assert (doc["verdict"], doc["kind"], doc["usable_bytes"]) == ("counterfeit", "wraparound", 96 * MiB)
     assert doc["wrap_bytes"] == 96 * MiB
 
 
 def test_card_removed_while_filling():
     with card(256 * MiB) as c, c.filesystem("ext4") as mnt:
-        doc = verify_full(mnt, seed=7, file_bytes=8 * MiB, progress=Trigger(60 * MiB, c.yank), state_dir=STATE)
+        doc = verify_full(open_target(mnt, write=True), seed=7, file_bytes=8 * MiB, progress=Trigger(60 * MiB, c.yank), state_dir=STATE)
     assert doc["verdict"] == "damaged" and doc["complete"] is False
     assert "stopped answering" in doc["error"] and doc["usable_bytes"] is None

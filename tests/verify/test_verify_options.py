@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cardbench.errors import TargetError, UsageError
+from cardbench.target import open_target
 from cardbench.verify.options import VerifyOptions, target_kind
 
 MiB = 1 << 20
@@ -51,20 +52,21 @@ def test_the_target_is_looked_at_once_by_open_target(tmp_path):
     # the rules need no system: a model of a directory target
     assert VerifyOptions().validate(target_model("directory", free=1 << 30)) == "full"
     # what a missing path is, verify_target says in open_target's one wording (exit 3)
-    from cardbench.verify.options import verify_target
+    from cardbench.verify import verify_target
     with pytest.raises(TargetError, match="no such file or directory"):
-        verify_target(str(tmp_path / "missing"), VerifyOptions())
+        verify_target(open_target(str(tmp_path / "missing"), kinds=("directory", "device"), write=True, whole_device=True), VerifyOptions())
 
 
 def test_the_library_checks_the_same_rules(tmp_path):
     from cardbench.verify.full import verify_full
     from cardbench.verify.quick import verify_device
     with pytest.raises(UsageError, match="whole number of MiB"):
-        verify_full(str(tmp_path), file_bytes=1000)
+        verify_full(open_target(str(tmp_path), write=True), file_bytes=1000)
     with pytest.raises(UsageError, match="--destructive is for block devices"):
-        verify_full(str(tmp_path), destructive=True)
-    with pytest.raises(UsageError, match="positive number of seconds"):
-        verify_device("/dev/null-not-a-card", time_budget=0)
+        verify_full(open_target(str(tmp_path), write=True), destructive=True)
+    from realparts import loop_device
+    with loop_device(16 << 20) as dev, pytest.raises(UsageError, match="positive number of seconds"):
+        verify_device(open_target(dev, kinds=("device",), whole_device=True), time_budget=0)
 
 
 def test_the_command_line_says_it_in_one_line(tmp_path, capsys):

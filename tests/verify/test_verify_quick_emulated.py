@@ -6,11 +6,12 @@ import os
 import subprocess
 
 import pytest
-from verify_helpers import Trigger, card, needs_emulator, scribble, sha256_device
 
 from cardbench.errors import Interrupted, SafetyRefusal
+from cardbench.target import open_target
 from cardbench.verify.doc import SCHEMA
 from cardbench.verify.quick import verify_device
+from verify_helpers import Trigger, card, needs_emulator, scribble, sha256_device
 
 MiB = 1 << 20
 pytestmark = [needs_emulator, pytest.mark.needs_root]
@@ -39,7 +40,7 @@ def check_doc(doc: dict) -> None:
 def test_counterfeit_destructive(size, real, mode, cache, journal):
     kw = dict(cache_bytes=cache, cache_rate=1600e6) if cache else {}
     with card(size, real, mode, **kw) as c:
-        doc = verify_device(c.device, destructive=True, journal_dir=journal, seed=11)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), destructive=True, journal_dir=journal, seed=11)
     check_doc(doc)
     assert doc["verdict"] == "counterfeit" and doc["complete"] and doc["error"] is None
     assert doc["kind"] == ("wraparound" if mode == "wraparound" else "dropped")
@@ -57,7 +58,7 @@ def test_genuine_is_genuine_and_untouched(size, cache, journal):
     with card(size, **kw) as c:
         scribble(c.device, c)
         before = sha256_device(c.device, c)
-        doc = verify_device(c.device, journal_dir=journal, seed=5)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal, seed=5)
         after = sha256_device(c.device, c)
     check_doc(doc)
     assert (doc["verdict"], doc["kind"], doc["usable_bytes"], doc["bad_ranges"]) == ("genuine", None, size, [])
@@ -75,7 +76,7 @@ def test_counterfeit_untouched_after_non_destructive(mode, journal):
     with card(512 * MiB, 160 * MiB, mode) as c:
         scribble(c.device, c, seed=2)
         before = sha256_device(c.device, c)
-        doc = verify_device(c.device, journal_dir=journal, seed=9)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal, seed=9)
         after = sha256_device(c.device, c)
     assert doc["verdict"] == "counterfeit" and doc["usable_bytes"] == 160 * MiB
     assert before == after
@@ -85,7 +86,7 @@ def test_counterfeit_untouched_after_non_destructive(mode, journal):
 def test_io_error_ranges_make_it_damaged(journal):
     errors = [(100 * MiB, 116 * MiB, "both"), (300 * MiB, 301 * MiB + 512, "write")]
     with card(512 * MiB, errors=errors) as c:
-        doc = verify_device(c.device, journal_dir=journal, seed=4)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal, seed=4)
     check_doc(doc)
     assert doc["verdict"] == "damaged" and doc["kind"] is None
     assert doc["bad_ranges"] == [[100 * MiB, 116 * MiB], [300 * MiB, 301 * MiB + 512]]
@@ -95,7 +96,7 @@ def test_io_error_ranges_make_it_damaged(journal):
 @pytest.mark.slow
 def test_removed_midway(journal):
     with card(512 * MiB) as c:
-        doc = verify_device(c.device, journal_dir=journal, seed=4, progress=Trigger(512 * 1024, c.yank))
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal, seed=4, progress=Trigger(512 * 1024, c.yank))
     assert doc["verdict"] == "damaged" and doc["complete"] is False
     assert "removed" in doc["error"] and "at byte" in doc["error"]
     assert doc["removed_at"] >= 0
@@ -112,7 +113,7 @@ def test_interrupted_restores_then_raises(journal):
             raise KeyboardInterrupt
 
         with pytest.raises(Interrupted) as ei:
-            verify_device(c.device, journal_dir=journal, seed=4, progress=Trigger(1 << 20, stop))
+            verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal, seed=4, progress=Trigger(1 << 20, stop))
         after = sha256_device(c.device, c)
     assert before == after
     assert ei.value.doc["complete"] is False and "interrupted" in ei.value.doc["error"]
@@ -123,7 +124,7 @@ def test_read_only_is_one_clear_error(journal):
         subprocess.run(["blockdev", "--setro", c.device], check=True)
         try:
             with pytest.raises(SafetyRefusal, match="read-only"):
-                verify_device(c.device, journal_dir=journal)
+                verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal)
         finally:
             subprocess.run(["blockdev", "--setrw", c.device], check=False)
 
@@ -131,12 +132,12 @@ def test_read_only_is_one_clear_error(journal):
 def test_mounted_is_refused(journal):
     with card(64 * MiB) as c, c.filesystem("ext4"):
         with pytest.raises(SafetyRefusal, match="mounted"):
-            verify_device(c.device, journal_dir=journal)
+            verify_device(open_target(c.device, kinds=("device",), whole_device=True), journal_dir=journal)
 
 
 def test_time_budget(journal):
     with card(1024 * MiB, 700 * MiB, "drop", write_rate=40e6, read_rate=80e6) as c:
-        doc = verify_device(c.device, destructive=True, journal_dir=journal, time_budget=1.0, seed=1)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), destructive=True, journal_dir=journal, time_budget=1.0, seed=1)
     assert doc["verdict"] == "counterfeit" and doc["usable_bytes"] <= 700 * MiB
     assert doc["timings"]["seconds"] < 5
     assert "statement" in doc["confidence"]
@@ -147,7 +148,7 @@ def test_time_budget(journal):
 def test_reads_past_the_real_end_fail(destructive, journal):
     """A card smaller than it says, whose controller fails every I/O past its real end."""
     with card(512 * MiB, errors=[(300 * MiB + 4096, 512 * MiB, "both")]) as c:
-        doc = verify_device(c.device, destructive=destructive, journal_dir=journal, seed=2)
+        doc = verify_device(open_target(c.device, kinds=("device",), whole_device=True), destructive=destructive, journal_dir=journal, seed=2)
     assert (doc["verdict"], doc["kind"]) == ("counterfeit", "other")
     assert doc["usable_bytes"] == 300 * MiB + 4096
     assert doc["bad_ranges"] == [[300 * MiB + 4096, 512 * MiB]]

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from cardbench.units import MB, MiB
+from cardbench.units import MB
 from realparts import can_emulate, sha256_device  # noqa: F401
 
 ROOT = os.geteuid() == 0

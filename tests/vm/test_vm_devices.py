@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+
 from vm_helpers import boot
 from vmharness import Drive
 

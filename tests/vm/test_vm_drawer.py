@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vm_helpers import boot, plug_stick
 from vmharness import Drive
 

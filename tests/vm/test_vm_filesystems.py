@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 
 import pytest
+
 from vm_helpers import boot
 from vmharness import Drive
 
@@ -94,7 +95,7 @@ def run_ratios(guest, key: str, fs: str, rate: int = RATE) -> dict[str, float]:
                         "--json", "--no-save", timeout=400)
     assert r.rc == 0, r.stderr[-2000:]
     after = [int(x) for x in guest.run("sh", "-c", stat).stdout.split()]
-    d = [a - b for a, b in zip(after, before)]
+    d = [a - b for a, b in zip(after, before, strict=True)]
     print(f"{fs} on {dev}: the device wrote {d[6] * 512 / MB:.2f} MB in {d[4]} requests, read "
           f"{d[2] * 512 / MB:.2f} MB in {d[0]}, busy {d[9] / 1000:.1f} s")
     ratios = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vm_helpers import boot, plug_stick, pull_in_the_middle
 
 STICK = 32 << 20

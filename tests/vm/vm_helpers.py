@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from vmharness import Guest, missing
 
 

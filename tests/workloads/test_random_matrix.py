@@ -9,6 +9,7 @@ import tempfile
 
 import pytest
 
+from cardbench.target import open_target
 from cardbench.workloads.matrix import CDM_LABELS, MATRIX_TESTS, run_matrix
 
 MiB = 1 << 20
@@ -36,7 +37,7 @@ def ddir(tmp_path):
 
 def test_matrix_on_a_directory(ddir):
     seen = []
-    results = run_matrix(ddir, "queued", runs=1, warmup=1, duration=0.15, size=8 * MiB,
+    results = run_matrix(open_target(ddir), "queued", runs=1, warmup=1, duration=0.15, size=8 * MiB,
                          progress=lambda name, i, run: seen.append((name, i)))
     assert [r.name for r in results] == list(MATRIX_TESTS)
     assert os.listdir(ddir) == []
@@ -53,13 +54,13 @@ def test_matrix_on_a_device_skips_writes_unless_allowed():
         pytest.skip("needs root for loop devices")
     from realparts import loop_device
     with loop_device(8 * MiB, directory="/var/tmp", direct_io=True) as dev:
-        results = run_matrix(dev, "queued", runs=1, warmup=0, duration=0.1)
+        results = run_matrix(open_target(dev), "queued", runs=1, warmup=0, duration=0.1)
         by = {r.name: r for r in results}
         assert all(by[n].complete for n in MATRIX_TESTS if "_read_" in n)
         for n in MATRIX_TESTS:
             if "_write_" in n:
                 assert not by[n].complete and not by[n].runs
                 assert "allow_write" in by[n].warnings[0]
-        sync = run_matrix(dev, "sync", runs=1, warmup=0, duration=0.1, tests=["seq_read_1m_q8t1", "rand_read_4k_q1t1"])
+        sync = run_matrix(open_target(dev), "sync", runs=1, warmup=0, duration=0.1, tests=["seq_read_1m_q8t1", "rand_read_4k_q1t1"])
         assert not sync[0].complete and "one operation at a time" in sync[0].warnings[0]
         assert sync[1].complete

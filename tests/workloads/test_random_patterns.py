@@ -12,8 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardbench.errors import SafetyRefusal, UsageError
-from cardbench.workloads.random import (TestArea, open_area, parse_pattern, pattern_name, run_once,
-                                        run_pattern)
+from cardbench.plan import parse_pattern, pattern_name
+from cardbench.target import open_target
+from cardbench.workloads.random import (
+    TestArea,
+    measure_pattern,
+    open_area,
+    run_once,
+    run_pattern,
+)
 
 MiB = 1 << 20
 ROOT = os.geteuid() == 0
@@ -92,7 +99,7 @@ def test_name_round_trip(seq, op, sectors, q, t):
 
 def test_random_reads_on_a_directory(ddir):
     before = set(os.listdir(ddir))
-    res = run_pattern(ddir, "rand_read_4k_q8t1", "queued", runs=2, duration=0.3, size=8 * MiB)
+    res = run_pattern(open_target(ddir), "rand_read_4k_q8t1", "queued", runs=2, duration=0.3, size=8 * MiB)
     assert set(os.listdir(ddir)) == before            # the test area is gone
     assert res.name == "rand_read_4k_q8t1"
     assert len(res.runs) == 2 and len(res.warmup) == 1
@@ -110,7 +117,7 @@ def test_random_reads_on_a_directory(ddir):
 
 
 def test_run_stops_at_the_size_cap(ddir):
-    with open_area(ddir, 4 * MiB) as area:
+    with open_area(open_target(ddir), 4 * MiB) as area:
         run = run_once(parse_pattern("seq_read_1m_q4t1"), area, "queued", duration=30, size=4 * MiB)
         assert os.path.exists(area.path)
     assert not os.path.exists(area.path)
@@ -119,27 +126,27 @@ def test_run_stops_at_the_size_cap(ddir):
 
 
 def test_run_stops_at_the_duration(ddir):
-    with open_area(ddir, 4 * MiB) as area:
+    with open_area(open_target(ddir), 4 * MiB) as area:
         run = run_once(parse_pattern("rand_read_4k_q1t1"), area, "sync", duration=0.2, size=1 << 40)
     assert run.extra["stopped"] == "duration"
     assert 0.2 <= run.seconds < 0.5
 
 
 def test_writes_and_threads(ddir):
-    res = run_pattern(ddir, "rand_write_4k_q4t2", "queued", runs=1, warmup=0, duration=0.3, size=8 * MiB)
+    res = run_pattern(open_target(ddir), "rand_write_4k_q4t2", "queued", runs=1, warmup=0, duration=0.3, size=8 * MiB)
     assert res.runs[0].ops > 0 and res.method["threads"] == 2 and res.method["sync_end"] is True
 
 
 def test_sync_engine_refuses_a_queue(ddir):
     with pytest.raises(UsageError, match="one operation at a time"):
-        run_pattern(ddir, "rand_read_4k_q32t1", "sync")
+        run_pattern(open_target(ddir), "rand_read_4k_q32t1", "sync")
     with pytest.raises(UsageError, match="unknown engine"):
-        run_pattern(ddir, "rand_read_4k_q1t1", "magic")
+        run_pattern(open_target(ddir), "rand_read_4k_q1t1", "magic")
 
 
 @needs_fio
 def test_fio_engine_through_the_workload(ddir):
-    res = run_pattern(ddir, "rand_read_4k_q4t1", "fio", runs=1, warmup=1, duration=0.5, size=8 * MiB)
+    res = run_pattern(open_target(ddir), "rand_read_4k_q4t1", "fio", runs=1, warmup=1, duration=0.5, size=8 * MiB)
     run = res.runs[0]
     assert run.ops > 0 and set(run.latency_s) == LAT_KEYS
     assert res.method["engine"] == "fio" and "--iodepth=4" in res.method["fio_command"]
@@ -147,13 +154,13 @@ def test_fio_engine_through_the_workload(ddir):
 
 def test_block_device_writes_need_allow_write(loopdev):
     with pytest.raises(SafetyRefusal, match="allow_write"):
-        run_pattern(loopdev, "rand_write_4k_q1t1", "sync", runs=1, warmup=0, duration=0.1)
+        run_pattern(open_target(loopdev), "rand_write_4k_q1t1", "sync", runs=1, warmup=0, duration=0.1)
     area = TestArea(path=loopdev, offset=0, size=16 * MiB, kind="device")
     with pytest.raises(SafetyRefusal):
-        run_pattern(area, "seq_write_1m_q1t1", "sync", runs=1, warmup=0, duration=0.1)
-    res = run_pattern(loopdev, "rand_write_4k_q4t1", "queued", runs=1, warmup=0, duration=0.2, allow_write=True)
+        measure_pattern(area, "seq_write_1m_q1t1", "sync", runs=1, warmup=0, duration=0.1)
+    res = run_pattern(open_target(loopdev), "rand_write_4k_q4t1", "queued", runs=1, warmup=0, duration=0.2, allow_write=True)
     assert res.runs[0].ops > 0 and res.method["target_kind"] == "device"
-    reads = run_pattern(loopdev, "seq_read_1m_q2t1", "queued", runs=1, warmup=0, duration=5, time_based=False)
+    reads = run_pattern(open_target(loopdev), "seq_read_1m_q2t1", "queued", runs=1, warmup=0, duration=5, time_based=False)
     assert reads.runs[0].bytes == 16 * MiB          # the whole device, once (not time-based)
     assert reads.method["area_bytes"] == 16 * MiB
 
@@ -163,7 +170,7 @@ def test_a_timed_sequential_read_wraps_within_its_area(loopdev, engine):
     """fio's time_based: a sequential test with a duration lasts its duration, wrapping to the
     area's start at its end, instead of stopping at the end of a small area (which made a fast
     disk's matrix figures 2.8-3.1x fio's over 3 s)."""
-    res = run_pattern(loopdev, "seq_read_1m_q1t1" if engine == "sync" else "seq_read_1m_q4t1", engine,
+    res = run_pattern(open_target(loopdev), "seq_read_1m_q1t1" if engine == "sync" else "seq_read_1m_q4t1", engine,
                       runs=1, warmup=0, duration=0.4, size=4 * MiB)
     run = res.runs[0]
     assert res.method["area_bytes"] == 4 * MiB
@@ -175,7 +182,7 @@ def test_a_timed_sequential_read_wraps_within_its_area(loopdev, engine):
 def test_missing_target_is_a_target_error(tmp_path):
     from cardbench.errors import TargetError
     with pytest.raises(TargetError):
-        run_pattern(str(tmp_path / "nope"), "rand_read_4k_q1t1", "sync")
+        run_pattern(open_target(str(tmp_path / "nope")), "rand_read_4k_q1t1", "sync")
 
 
 def test_sigterm_removes_the_test_area(ddir):
@@ -185,7 +192,8 @@ def test_sigterm_removes_the_test_area(ddir):
     import sys
     import time
     code = ("import sys; from cardbench.workloads.random import run_pattern; "
-            "run_pattern(sys.argv[1], 'rand_read_4k_q1t1', 'sync', runs=100, duration=1.0, size=8 << 20)")
+            "from cardbench.target import open_target; "
+            "run_pattern(open_target(sys.argv[1]), 'rand_read_4k_q1t1', 'sync', runs=100, duration=1.0, size=8 << 20)")
     from realparts import child_env
     p = subprocess.Popen([sys.executable, "-c", code, ddir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=child_env())

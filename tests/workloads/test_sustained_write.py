@@ -8,6 +8,7 @@ import random
 import pytest
 
 from cardbench.errors import SafetyRefusal, UsageError
+from cardbench.target import open_target
 from cardbench.workloads.sustained import analyze_curve, sustained_write
 
 MB = 1_000_000
@@ -60,7 +61,7 @@ def test_analyze_tiny_curves():
 def test_sustained_on_a_directory(tmp_path):
     before = set(os.listdir(tmp_path))
     seen = []
-    res = sustained_write(str(tmp_path), total_bytes=16 * MiB, chunk=1 * MiB, slice_bytes=2 * MiB,
+    res = sustained_write(open_target(str(tmp_path)), total_bytes=16 * MiB, chunk=1 * MiB, slice_bytes=2 * MiB,
                           progress=lambda done, total, rate: seen.append(done))
     assert set(os.listdir(tmp_path)) == before          # the file is gone
     curve = res.extra["curve"]
@@ -71,7 +72,7 @@ def test_sustained_on_a_directory(tmp_path):
     assert res.method["chunk"] == MiB and res.method["target_kind"] == "file"
     assert "cache_end_bytes" in res.extra and "slow_bytes_per_s" in res.extra
     with pytest.raises(UsageError):
-        sustained_write(str(tmp_path), total_bytes=16 * MiB, chunk=1000)
+        sustained_write(open_target(str(tmp_path)), total_bytes=16 * MiB, chunk=1000)
 
 
 def test_sustained_device_needs_allow_write():
@@ -80,11 +81,11 @@ def test_sustained_device_needs_allow_write():
     from realparts import loop_device
     with loop_device(8 * MiB, directory="/var/tmp", direct_io=True) as dev:
         with pytest.raises(SafetyRefusal):
-            sustained_write(dev)
-        res = sustained_write(dev, chunk=1 * MiB, allow_write=True)
+            sustained_write(open_target(dev))
+        res = sustained_write(open_target(dev), chunk=1 * MiB, allow_write=True)
         assert res.runs[0].bytes == 8 * MiB and res.extra["curve"][-1][0] == 8 * MiB
         # queued, several chunks in flight: every sector still lands where it belongs
-        res = sustained_write(dev, chunk=256 * 1024, allow_write=True, engine="queued", queue_depth=4, tag=77)
+        res = sustained_write(open_target(dev), chunk=256 * 1024, allow_write=True, engine="queued", queue_depth=4, tag=77)
         assert res.method["backend"] in ("io_uring", "threads")
         from cardbench.patterns import Pattern
         with open(dev, "rb") as f:
@@ -108,7 +109,7 @@ def test_cache_of_an_emulated_card_is_found():
     except EnvironmentMissing as e:
         pytest.skip(f"emulated card not available: {e}")
     try:
-        res = sustained_write(card.device, chunk=1 * MiB, allow_write=True)
+        res = sustained_write(open_target(card.device), chunk=1 * MiB, allow_write=True)
     finally:
         card.__exit__(None, None, None)
     e = res.extra
@@ -124,7 +125,8 @@ def test_sigterm_removes_the_file(tmp_path):
     import sys
     import time
     code = ("import sys; from cardbench.workloads.sustained import sustained_write; "
-            "sustained_write(sys.argv[1], total_bytes=64 << 20, chunk=1 << 20, max_seconds=60, "
+            "from cardbench.target import open_target; "
+            "sustained_write(open_target(sys.argv[1]), total_bytes=64 << 20, chunk=1 << 20, max_seconds=60, "
             "progress=lambda *a: __import__('time').sleep(0.05))")
     from realparts import child_env
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,

@@ -6,6 +6,7 @@ library function, and prints. Errors are one line on stderr with a documented ex
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 
@@ -13,15 +14,31 @@ import click
 
 from cardbench import __version__
 from cardbench.cli import params
-from cardbench.share import share_options
 from cardbench.cli.ui import error_line, said
+from cardbench.devices.preserve import recover_pending
+from cardbench.devices.safety import confirm_destructive
 from cardbench.engine import engine_names
+from cardbench.errors import CardbenchError, ExitCode, Interrupted, UsageError
 from cardbench.geometry import GeometryOptions, find_geometry
+from cardbench.measured import keep_measured
+from cardbench.plan import make_plan
+from cardbench.record import check_store
+from cardbench.report.answer import render_run
 from cardbench.report.geometry import render_geometry
-from cardbench.errors import CardbenchError, ExitCode, UsageError
-from cardbench.record import check_store, record
+from cardbench.report.plan import plan_document, render_plan
 from cardbench.result import Card, Reader
+from cardbench.runner import (
+    PROFILES,
+    DeviceOptions,
+    RunOptions,
+    run_device,
+    run_directory,
+)
+from cardbench.share import share_options
+from cardbench.signals import install_sigterm
+from cardbench.target import open_target
 from cardbench.units import UnitError
+from cardbench.verdicts.labels import parse_label
 
 FORMATS = ["table", "md", "csv", "json"]
 
@@ -84,7 +101,6 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
     reads), read-only; raw_write only with --destructive, on a device that is not mounted, not
     the system and not in use, confirmed by its serial (or exact size).
     """
-    from cardbench.runner import DeviceOptions, RunOptions, run_device, run_directory
     card = Card(name=name, brand=brand, capacity_bytes=capacity, label=label)
     reader = Reader(name=reader_name)
     progress = out.progress()
@@ -92,7 +108,6 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
         _validate_label(label)
     if not no_save and not plan_only:
         check_store(db)
-    from cardbench.target import open_target
     target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     is_device = target.kind == "device"
     if plan_only:
@@ -107,88 +122,76 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
-    try:
-        if is_device:
-            if destructive and confirm_value is None:
-                confirm_value = _prompt_identity(target)
+    if is_device and destructive:
+        confirm_value = confirm_destructive(target.block_device(), confirm_value, will=(
+            "raw_write will overwrite parts of it" + (", each saved first and written back after" if preserve
+                                                     else "; what it overwrites is lost")))
+    if is_device:
+        def measure():
             result = run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
-                                                      destructive=destructive,
-                                                      preserve=preserve, confirm=confirm_value, card=card,
-                                                      reader=reader, label=label, progress=progress))
-        else:
-            result = run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
-                                                      label=label,
-                                                      progress=progress, extra_tests=_extra_tests(profile, test_names),
-                                                      engine=engine,
-                                                      duration=duration, sustained=sustained))
-    except (CardbenchError, KeyboardInterrupt) as e:
-        partial = e.result if isinstance(e, CardbenchError) else None
-        if partial is not None and partial.tests and not no_save:
-            said(record(partial, db), saved_line=False, end=False)
-        raise
-    from cardbench.report.answer import render_run
+                                                      destructive=destructive, preserve=preserve,
+                                                      confirm=confirm_value, card=card, reader=reader, label=label,
+                                                      progress=progress))
+            if not with_geometry:
+                return result
+            try:
+                geometry = find_geometry(target, GeometryOptions(progress=progress))
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted in the geometry pass; the run was kept", partial=result) from None
+            except CardbenchError as e:     # the run stands; the geometry could not be found
+                out.note(f"geometry: {e.message}")
+                geometry = None
+            return [result, geometry]
+    else:
+        def measure():
+            return run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
+                                                    label=label, progress=progress,
+                                                    extra_tests=_extra_tests(profile, test_names), engine=engine,
+                                                    duration=duration, sustained=sustained))
 
-    geometry = None
-    if with_geometry:
-        try:
-            geometry = find_geometry(target, GeometryOptions(progress=progress))
-        except CardbenchError as e:     # the run stands; the geometry could not be found
-            out.note(f"geometry: {e.message}")
-
-    def show() -> None:     # after storing: what is printed is what was stored (re-judged)
+    def show(item) -> None:     # after storing: what is printed is what was stored (re-judged)
+        result, geometry = _run_and_geometry(item)
         out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
                  nl=False)
         if geometry is not None and not out.json:
             out.echo("\n" + render_geometry(geometry), nl=False)
-    if no_save:
-        show()
+    kept = keep_measured(measure, db=db, save=not no_save, show=show)
+    rec = kept.recorded
+    if rec is None:
         return
-    rec = record([result, geometry] if geometry is not None else result, db, show=show)
     said(rec, saved_line=not (out.json or out.quiet))
     if rec.stored and not verbose and out.fmt in ("table", "md"):
-        out.note(f"every run and its statistics: cardbench results --id {result.id[:12]}")
+        out.note(f"every run and its statistics: cardbench results --id {_run_and_geometry(kept.item)[0].id[:12]}")
+
+
+def _run_and_geometry(item) -> tuple:
+    """(the run's Result, its geometry document or None) from what `run` measured."""
+    if isinstance(item, list):
+        return item[0], (item[1] if len(item) > 1 else None)
+    return item, None
 
 
 def _extra_tests(profile: str, test_names: str | None) -> list[str]:
-    from cardbench.runner import PROFILES
     return list(PROFILES[profile]) + [t.strip() for t in (test_names or "").split(",") if t.strip()]
 
 
 def _show_plan(out, target, opts) -> None:
     """`run --plan`: the plan (cardbench.plan.make_plan) on the target as it is now, nothing written."""
-    from cardbench.plan import make_plan
-    from cardbench.report.plan import plan_document, render_plan
     opts.validate()
     doc = plan_document(target, make_plan(target, opts), opts)
     if out.json:
-        import json
         out.echo(json.dumps(doc, indent=2))
     else:
         out.echo(render_plan(doc))
 
 
 def _validate_label(label: str) -> None:
-    from cardbench.verdicts.labels import parse_label
     parse_label(label)
-
-
-def _prompt_identity(target) -> str:
-    """Ask the user to type the device's identity (serial, or exact size in bytes)."""
-    from cardbench.devices.safety import check_destructive, identity_kind
-    dev = target.block_device()
-    check_destructive(dev)   # refuse before asking
-    if not sys.stdin.isatty():
-        raise UsageError(f"--destructive on {dev.path} needs confirmation: pass --confirm with its "
-                         f"{identity_kind(dev)} (no terminal to ask on)")
-    click.echo(f"raw_write will overwrite parts of {dev.path} ({dev.model or 'unknown model'}, {dev.size} bytes).",
-               err=True)
-    return click.prompt(f"Type its {identity_kind(dev)} to confirm", err=True)
 
 
 @cli.command("recover", epilog=params.examples("cardbench recover"))
 def recover_cmd():
     """Restore regions saved by a --preserve run that was killed (also done at every start)."""
-    from cardbench.devices.preserve import recover_pending
     reports = recover_pending()
     if not reports:
         click.echo("nothing to recover")
@@ -254,7 +257,6 @@ def _recover_at_start(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("recover", "--help", "-h", "--version"):
         return
-    from cardbench.devices.preserve import recover_pending
     for report in recover_pending():
         if getattr(report, "status", None) in ("restored", "failed"):
             error_line(f"recovered: {report.device or report.journal}: {report.status}: {report.message}")
@@ -262,7 +264,6 @@ def _recover_at_start(argv: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `cardbench` console script and `python -m cardbench`."""
-    from cardbench.signals import install_sigterm
     install_sigterm()
     debug = os.environ.get("CARDBENCH_DEBUG") == "1"
     try:
@@ -286,6 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except CardbenchError as e:
+        if e.recorded is not None:      # what the measurement it ended kept (cardbench.measured)
+            said(e.recorded, saved_line=False, end=False)
         if debug:
             raise
         error_line(e.message)

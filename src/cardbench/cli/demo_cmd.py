@@ -7,14 +7,27 @@ import os
 import time
 
 import click
+import platformdirs
 
 from cardbench.cli import params
-from cardbench.report.demo import FORMATS
+from cardbench.cli.ui import said
+from cardbench.demo import (
+    DRAWER,
+    READER_CEILING_MB_S,
+    RUN_SECONDS,
+    RUNS,
+    SPEED_FACTOR,
+    check_environment,
+    reader_answer,
+    run_demo,
+)
+from cardbench.measured import keep_measured
+from cardbench.record import check_store
+from cardbench.report.demo import FORMATS, card_line, reader_answer_lines, render_demo
 from cardbench.units import MB
 
 
 def default_demo_db() -> str:
-    import platformdirs
     d = platformdirs.user_data_dir("cardbench")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "demo.sqlite3")
@@ -32,12 +45,6 @@ def default_demo_db() -> str:
 def demo(db, no_save, check, cards, out):
     """Emulate a 2006 drawer of nine CF cards behind one USB 2.0 reader and test each one; then
     answer the survey's question: what is the reader's upper limit?"""
-    from cardbench.cli.ui import said
-    from cardbench.demo import (DRAWER, FILE_BYTES, READER_CEILING_MB_S, RUNS, SPEED_FACTOR, check_environment,
-                                reader_answer, run_demo)
-    from cardbench.record import check_store, record
-    from cardbench.report.demo import card_line, reader_answer_lines, render_demo
-
     check_environment()
     if check:
         out.echo("the demo can run here")
@@ -46,20 +53,20 @@ def demo(db, no_save, check, cards, out):
     if not no_save:
         check_store(db)
     out.note(f"Emulating {cards} CompactFlash cards from a 2006 survey (write/read MB/s set as published, "
-             f"x{SPEED_FACTOR} so the demo is quick), one {FILE_BYTES // MB} MB file per run, "
-             f"1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: first the "
-             f"fastest card through another reader, then the drawer, then two cards at once.")
+             f"x{SPEED_FACTOR} so the demo is quick), each card's file sized so that a run lasts at least "
+             f"{RUN_SECONDS:g} s, 1 warm-up + {RUNS} runs each, ext4. The reader has a ceiling the demo finds: "
+             f"first the fastest card through another reader, then the drawer, then two cards at once.")
     started = time.monotonic()
     not_stored = []
 
-    def on_result(c, result):
-        if no_save:
-            out.note("  " + card_line(c, result))
-            return
-        rec = record(result, db, show=lambda: out.note("  " + card_line(c, result)))
-        said(rec, saved_line=False, end=False)
-        if rec.problem():
-            not_stored.append(rec.problem())
+    def keep(c, measure):
+        kept = keep_measured(measure, db=db, save=not no_save,
+                             show=lambda result: out.note("  " + card_line(c, result)))
+        if kept.recorded is not None:
+            said(kept.recorded, saved_line=False, end=False)
+            if kept.recorded.problem():
+                not_stored.append(kept.recorded.problem())
+        return kept.item
 
     probes: list[dict] = []
 
@@ -68,7 +75,7 @@ def demo(db, no_save, check, cards, out):
         out.note(f"  {' and '.join(finding['cards'])} in two slots of the reader, read at once: "
                  f"{finding['measured']['together_bytes_per_s'] / MB:.3f} MB/s together")
 
-    pairs = run_demo(cards=DRAWER[:cards], progress=out.progress(), on_result=on_result, on_evidence=on_evidence)
+    pairs = run_demo(cards=DRAWER[:cards], progress=out.progress(), keep=keep, on_evidence=on_evidence)
     answer = reader_answer_lines(reader_answer(pairs, probes), SPEED_FACTOR, READER_CEILING_MB_S)
     out.echo(render_demo(pairs, out.fmt, factor=SPEED_FACTOR, width=out.width, answer=answer), nl=False)
     out.note(f"{cards} cards in {time.monotonic() - started:.0f} s; nothing left attached.")

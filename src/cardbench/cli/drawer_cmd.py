@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import click
 
 from cardbench.cli import params
-from cardbench.share import live_progress, share_options
-from cardbench.errors import Interrupted
+from cardbench.cli.ui import RichProgress
+from cardbench.drawer import CardDone, DrawerEvent, DrawerOptions, DrawerSession
+from cardbench.errors import Interrupted, UsageError
+from cardbench.record import check_store
+from cardbench.report.drawer import render
+from cardbench.report.readers import render_readers
+from cardbench.report.session import card_lines, event_lines
+from cardbench.report.terminal import terminal_width
 from cardbench.result import Card
+from cardbench.share import live_progress, share_options
+from cardbench.units import UnitError, fmt_size, parse_size
+from cardbench.verdicts.labels import parse_label
 
 
 def _wrap(text: str) -> str:
     """At most 80 columns; continuation lines indented like the first, plus two."""
-    import textwrap
     lead = len(text) - len(text.lstrip(" "))
     return textwrap.fill(text, 80, subsequent_indent=" " * (lead + 2), break_on_hyphens=False,
                          break_long_words=False)
@@ -33,7 +42,6 @@ def _asker(no_prompt: bool):
     """Ask a new card's name, brand, capacity and label once (None: never ask)."""
     if no_prompt or not sys.stdin.isatty():
         return None
-    from cardbench.units import UnitError, fmt_size, parse_size
 
     def ask(probe: Card, dev) -> Card:
         _say(f"A new card in {dev.path} ({fmt_size(dev.size)}{', ' + probe.model if probe.model else ''}); "
@@ -51,8 +59,6 @@ def _asker(no_prompt: bool):
         label = click.prompt("  speed marks on the label (e.g. 4X, C10 U1)", default="", show_default=False,
                              err=True).strip()
         if label:
-            from cardbench.verdicts.labels import parse_label
-            from cardbench.errors import UsageError
             try:
                 parse_label(label)
                 card.label = label
@@ -92,60 +98,21 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     its name, test it (mounted: `run` on its mount; not mounted: read-only `run DEVICE` plus the
     quick `verify`, which restores what it writes), store it, and say when it can be swapped.
     Ends with this session's drawer table and the reader verdict."""
-    from cardbench.cli.ui import RichProgress
-    from cardbench.drawer import DrawerOptions, DrawerSession
-    from cardbench.errors import UsageError
-    from cardbench.report.session import card_lines
-
     if loop_under and not include_loop:
         raise UsageError("--loop-under only narrows --include-loop")
     if not no_save:
-        from cardbench.record import check_store
         check_store(db)   # a bad --db fails before any card is touched
     unit = "MiB/s" if mib else "MB/s"
 
-    def on_event(kind: str, **d) -> None:
-        if kind == "watching":
-            _say(f"Watching {d['what']} for cards ({d['method']}); insert a card, Ctrl-C ends the session.")
-            if not d["root"]:
-                _say("Not root: a card that is not mounted cannot be read raw nor verified (both need root); "
-                     "mounted cards you can write to are tested.")
-        elif kind == "present":
-            if d["tested"]:
-                _say(f"Already in: {', '.join(d['devices'])}; testing them first.")
-            else:
-                _say(f"Already in: {', '.join(d['devices'])}; not tested (the session tests cards as they go "
-                     "in): take them out and in again, or start with --present to test them first.")
-        elif kind == "inserted":
-            _say(f"{d['device']}: a card went in" + (f" ({d['queued']} waiting)" if d["queued"] > 1 else ""))
-        elif kind == "testing":
-            c = d["card"]
-            who = " ".join(x for x in (c.brand, c.name) if x) or c.model or "unnamed card"
-            _say(f"Testing card {d['number']} in {d['device']}: {who}"
-                 + (" (recalled from the store)" if d["recalled"] else ""))
-        elif kind == "verifying":
-            _say(f"  verifying {d['device']} is genuine (quick probe, ~{d['budget']:.0f} s; every block it "
-                 "writes is put back)")
-        elif kind == "done":
-            o = d["outcome"]
+    def on_event(event: DrawerEvent) -> None:
+        if isinstance(event, CardDone):
             if as_json:
-                click.echo(json.dumps(o.to_json(), ensure_ascii=False))
+                click.echo(json.dumps(event.outcome.to_json(), ensure_ascii=False))
                 sys.stdout.flush()
-            for line in card_lines(o, d["count"], unit):
+            for line in card_lines(event.outcome, event.count, unit):
                 (_say if as_json else _out)(line)
-            _say(f"{d['count']} card(s) done; waiting for the next card (Ctrl-C ends).")
-        elif kind == "removed":
-            _say(f"{d['device']}: card out")
-        elif kind in ("gone", "ignored"):
-            _say(f"{d['device']}: " + ("went before it could be tested" if kind == "gone" else f"ignored: {d['why']}"))
-        elif kind == "save_failed":
-            _say(f"{d['device']}: {d['error']}")
-        elif kind == "probing":
-            _say(f"Two cards behind one reader ({', '.join(d['devices'])}): reading them at once")
-        elif kind == "probed":
-            _say(f"  {d['finding']['evidence']}")
-        elif kind == "probe_failed":
-            _say(f"  reading them at once failed: {d['error']}")
+        for line in event_lines(event):
+            _say(line)
 
     session = DrawerSession(DrawerOptions(
         profile=profile, runs=runs, include_loop=include_loop, loop_under=loop_under, settle=settle,
@@ -163,15 +130,13 @@ def drawer(profile, runs, no_prompt, include_loop, loop_under, settle, max_cards
     if cut_short is None and session.not_stored:
         raise session.not_stored[-1]
     if cut_short is not None and session.cut_short:
+        saved = any(o.device == session.cut_short and o.saved for o in session.outcomes)
         raise Interrupted(f"interrupted while testing {session.cut_short}; its cleanup has run and its partial "
-                          "result is stored as incomplete")
+                          "result is " + ("stored as incomplete" if saved else "not stored"))
 
 
 def _summary(session, unit: str, as_json: bool) -> None:
     """This session's drawer table, then the reader verdict (on stderr with --json)."""
-    from cardbench.report.drawer import render
-    from cardbench.report.readers import render_readers
-    from cardbench.report.terminal import terminal_width
     out = (lambda text: click.echo(text, err=True)) if as_json else click.echo
     results = session.results()
     if not results:

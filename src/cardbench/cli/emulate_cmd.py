@@ -13,6 +13,7 @@ import json
 import click
 
 from cardbench.cli import params
+from cardbench.emulate import CardSpec, manage
 from cardbench.errors import UsageError
 from cardbench.report.emulate import render_emulate_status
 from cardbench.units import UnitError, parse_size
@@ -73,8 +74,6 @@ def emulate() -> None:
 def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, cache_size, cache_rate,
               cache_idle, ceiling, errors, au, page, au_cross, page_cross, open_aus, gc_seconds, fat_aus, as_json):
     """Start an emulated card; prints its loop device. It runs until `cardbench emulate stop NAME`."""
-    from cardbench.emulate import CardSpec
-    from cardbench.emulate import manage
 
     spec = CardSpec(size=size, write_rate=write_rate, read_rate=read_rate, latency=latency, real_size=real_size,
                     fake_mode=fake_mode, cache_bytes=cache_size or 0, cache_rate=cache_rate, cache_idle=cache_idle,
@@ -104,7 +103,6 @@ def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, 
 def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_idle, ceiling, errors,
             clear_errors, paced, as_json):
     """Change settings of a running emulated card."""
-    from cardbench.emulate import manage
 
     settings: dict = {}
     for key, value in (("write_rate", write_rate), ("read_rate", read_rate), ("latency", latency),
@@ -131,7 +129,6 @@ def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_
 @click.argument("name")
 def yank_cmd(name):
     """Pull the card out: from now on every I/O on it fails with EIO."""
-    from cardbench.emulate import manage
 
     st = manage.yank(name)
     click.echo(f"{name}: yanked; I/O on {st.get('device')} now fails with EIO")
@@ -142,7 +139,6 @@ def yank_cmd(name):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_cmd(name, as_json):
     """Settings and counters of one or all emulated cards."""
-    from cardbench.emulate import manage
 
     entries = manage.status(name)
     if as_json:
@@ -156,7 +152,6 @@ def status_cmd(name, as_json):
 @click.option("--all", "stop_all", is_flag=True, help="Stop every emulated card.")
 def stop_cmd(name, stop_all):
     """Stop an emulated card: unmount, detach the loop device, stop its server, remove its state."""
-    from cardbench.emulate import manage
 
     if stop_all == (name is not None):
         raise UsageError("give a NAME or --all")

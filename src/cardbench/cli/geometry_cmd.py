@@ -8,18 +8,17 @@ device) and is confirmed by the device's identity, or ``--preserve``d.
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
 from cardbench.cli import params
 from cardbench.cli.ui import said
-from cardbench.devices.safety import check_destructive, identity_kind
-from cardbench.errors import SafetyRefusal
+from cardbench.devices.safety import confirm_destructive
 from cardbench.geometry import GeometryOptions, find_geometry
 from cardbench.geometry.timing import MAX_AU, REPEATS
 from cardbench.geometry.writes import MAX_OPEN
-from cardbench.record import check_store, record
+from cardbench.measured import keep_measured
+from cardbench.record import check_store
 from cardbench.report.geometry import render_geometry
 from cardbench.target import open_target
 from cardbench.units import fmt_size
@@ -58,29 +57,16 @@ def geometry(device, write, preserve, confirm_value, max_au, au, repeats, max_op
     target = open_target(device, kinds=("device",), whole_device=True)
     if not no_save:
         check_store(db)
-    if write and not preserve and confirm_value is None:
-        opts.confirm = _prompt(target)
-    doc = find_geometry(target, opts)
+    if write and not preserve:
+        opts.confirm = confirm_destructive(target.block_device(), confirm_value, will=(
+            "--write overwrites parts of it (the open-AU and FAT tests); what it overwrites is lost "
+            "(--preserve saves it first)"))
 
-    def show() -> None:
+    def show(doc: dict) -> None:
         if out.json:
             out.echo(json.dumps(doc, indent=2))
         else:
             out.echo(render_geometry(doc), nl=False)
-    if no_save:
-        show()
-        return
-    rec = record(doc, db, show=show)
-    said(rec, saved_line=not (out.json or out.quiet))
-
-
-def _prompt(target) -> str:
-    """--write without --preserve: the safety rules now, then the identity typed by the user."""
-    dev = check_destructive(target.block_device())
-    if not sys.stdin.isatty():
-        raise SafetyRefusal(f"not confirmed: pass --confirm with the {identity_kind(dev)} of {dev.path} "
-                            "(see `cardbench list`) or --preserve to allow --write")
-    what = " ".join(x for x in (dev.vendor, dev.model) if x) or "device"
-    click.echo(f"{dev.path}: {what}, {fmt_size(dev.size)} ({dev.size} bytes). --write overwrites parts of it.",
-               err=True)
-    return click.prompt(f"Type its {identity_kind(dev)} to go on", default="", show_default=False, err=True)
+    kept = keep_measured(lambda: find_geometry(target, opts), db=db, save=not no_save, show=show)
+    if kept.recorded is not None:
+        said(kept.recorded, saved_line=not (out.json or out.quiet))

@@ -13,7 +13,12 @@ import click
 
 from cardbench.cli import params
 from cardbench.devices import list_devices
-from cardbench.report.devices import FORMATS, devices_document, devices_table  # noqa: F401 - re-exported
+from cardbench.report.devices import (  # noqa: F401 - re-exported
+    FORMATS,
+    devices_document,
+    devices_table,
+    render_devices,
+)
 
 
 def render_table(devices):
@@ -34,5 +39,4 @@ def list_cmd(out) -> None:
     IDENTIFY (model, serial, transfer modes), as root. Devices marked SYSTEM hold the running
     system and are never written to.
     """
-    from cardbench.report.devices import render_devices
     out.echo(render_devices(list_devices(probe_ata=True), out.fmt, width=out.width), nl=False)

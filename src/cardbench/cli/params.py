@@ -8,8 +8,15 @@ one line with exit code 2.
 
 from __future__ import annotations
 
+import functools
+import sys
+import textwrap
+
 import click
 
+from cardbench.cli.ui import RichProgress
+from cardbench.report.terminal import PIPE_WIDTH, terminal_width
+from cardbench.store import open_store
 from cardbench.units import UnitError, parse_duration, parse_rate, parse_size
 
 
@@ -44,7 +51,6 @@ def open_to_read(db: str | None):
     """The store for a command that only reads it: a --db (or $CARDBENCH_DB) path that does not
     exist is an error (a typo must not become a new empty database); the default one may be new.
     A store on a full or read-only file system is still read."""
-    from cardbench.store import open_store
     return open_store(db, create=db is None, reading=True)
 
 
@@ -70,7 +76,6 @@ class Output:
 
     @property
     def width(self) -> int:
-        from cardbench.report.terminal import terminal_width
         return terminal_width()
 
     def echo(self, text: str, nl: bool = True) -> None:
@@ -83,9 +88,6 @@ class Output:
         for did, such as "3 stored results judged again")."""
         if self.quiet or (self.json and not with_json):
             return
-        import sys
-        import textwrap
-        from cardbench.report.terminal import PIPE_WIDTH, terminal_width
         width = terminal_width(sys.stderr)
         if width != PIPE_WIDTH:
             text = "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
@@ -93,7 +95,6 @@ class Output:
         click.echo(text, err=True)
 
     def progress(self):
-        from cardbench.cli.ui import RichProgress
         return RichProgress(enabled=False if (self.quiet or self.json) else None)
 
 
@@ -106,7 +107,6 @@ def output_options(formats: tuple[str, ...] | list[str] = ("table", "md", "csv",
         @params.output_options(("table", "json"))
         def readers(out): ...
     """
-    import functools
 
     def decorate(f):
         @functools.wraps(f)

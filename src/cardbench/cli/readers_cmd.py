@@ -11,7 +11,15 @@ from __future__ import annotations
 import click
 
 from cardbench.cli import params
-from cardbench.report.readers import FORMATS
+from cardbench.cli.ui import said
+from cardbench.devices.identity import shared_path
+from cardbench.errors import UsageError
+from cardbench.evidence import probe_document, probe_findings
+from cardbench.measured import keep_measured
+from cardbench.record import check_store
+from cardbench.report.readers import FORMATS, render_probe, render_readers
+from cardbench.verdicts.readers import judge_shared, reader_ceilings, rejudge_reader
+from cardbench.workloads.shared import open_devices, read_together
 
 
 @click.command("readers", epilog=params.examples(
@@ -42,31 +50,29 @@ def readers(db: str | None, out, rejudge: bool, probe: bool, seconds: float, rea
     --rejudge. With --probe DEVICE DEVICE...: read those cards at once (read-only) and say
     whether the reader or hub they share is the ceiling.
     """
-    from cardbench.errors import UsageError
-    from cardbench.report.readers import render_probe, render_readers
-    from cardbench.verdicts.readers import judge_shared, reader_ceilings, rejudge_reader
 
     if probe or devices:
         if not probe:
             raise UsageError("devices are read only with --probe (cardbench readers --probe DEVICE DEVICE...)")
-        from cardbench.workloads.shared import read_together
         if not no_save:
-            from cardbench.record import check_store
             check_store(db)          # a bad --db is refused before the cards are read
-        finding = judge_shared(read_together(list(devices), seconds=seconds))
-        doc = _probe_document(finding, list(devices), reader_name)
-        finding["probe_id"] = doc["id"]
-        rec = None
-        if not no_save:
-            from cardbench.record import record
-            rec = record(doc, db)
-        out.echo(render_probe(finding, "json" if out.json else "table", width=out.width), nl=False)
-        if rec is not None:
-            if rec.problem() is not None:
-                raise rec.problem()
-            out.note(f"probe stored in {rec.location} (id {doc['id'][:8]}): `cardbench readers` weighs it")
+        findings: list[dict] = []
+
+        def measure() -> dict:
+            finding = judge_shared(read_together(open_devices(list(devices)), seconds=seconds))
+            doc = _probe_document(finding, list(devices), reader_name)
+            finding["probe_id"] = doc["id"]
+            findings.append(finding)
+            return doc
+
+        def show(doc: dict) -> None:
+            out.echo(render_probe(findings[0], "json" if out.json else "table", width=out.width), nl=False)
+        kept = keep_measured(measure, db=db, save=not no_save, show=show)
+        if kept.recorded is not None:
+            said(kept.recorded, saved_line=False)
+            out.note(f"probe stored in {kept.recorded.location} (id {kept.item['id'][:8]}): `cardbench readers` "
+                     "weighs it")
         return
-    from cardbench.evidence import probe_findings
     with params.open_to_read(db) as store:
         if rejudge:
             changed = 0
@@ -84,8 +90,6 @@ def _probe_document(finding: dict, devices: list[str], reader_name: str | None) 
     """The probe as a ``cardbench.probe/1`` document: what the devices share (one reader's slots,
     or the USB hub the sticks are behind: cardbench.devices.identity.shared_path) and each card
     as the devices tell them (their identity, as `run` and the drawer name them)."""
-    from cardbench.devices.identity import shared_path
-    from cardbench.evidence import probe_document
     reader, cards = shared_path(devices, reader_name)
     finding["reader_identity"] = reader.identity()
     finding["reader"] = reader.name or reader.identity()

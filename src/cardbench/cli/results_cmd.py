@@ -10,6 +10,7 @@ that does not exist is refused, not created empty.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -18,9 +19,21 @@ import click
 
 from cardbench import kinds
 from cardbench.cli import params
+from cardbench.cli.ui import error_line, said
 from cardbench.errors import UsageError
 from cardbench.importers import FORMATS as IMPORT_FORMATS
-from cardbench.share import share_options
+from cardbench.importers import import_file
+from cardbench.record import check_store, record, waiting_notice
+from cardbench.report import render
+from cardbench.report.answer import render_run
+from cardbench.report.compare import compare as compare_groups
+from cardbench.report.compare import render_compare, resolve_group
+from cardbench.report.html import render_html
+from cardbench.report.records import render_records
+from cardbench.report.terminal import nothing_yet
+from cardbench.result import Card
+from cardbench.share import destination, share_items, share_options
+from cardbench.store.export import collect, counts, import_records, to_json
 
 FORMATS = ["table", "md", "csv", "json"]
 
@@ -36,6 +49,17 @@ def _filters(f):
     f = click.option("--complete/--incomplete", "complete", default=None,
                      help="Only complete runs, or only incomplete (interrupted) ones (default: both).")(f)
     return f
+
+
+#: `results` on a store with nothing in it, in the words `readers` uses (report.terminal.nothing_yet)
+NO_RESULTS = nothing_yet("No result stored", "`cardbench run DIRECTORY` measures a card and stores its result; "
+                                             "`cardbench import FILE` stores another tool's.")
+NO_MATCH = "No stored result matches these filters: `cardbench results` without them lists every one."
+
+
+def _none_stored(store) -> bool:
+    """Whether the store holds no result and no record of a listed kind at all."""
+    return not store.results(limit=1) and not any(store.records(k.name) for k in kinds.kinds() if k.listed)
 
 
 def _unit(mib: bool) -> str:
@@ -63,16 +87,12 @@ def _query(store, card, reader, since, until, test_name, complete, sort="started
 def results(db, card, reader, since, until, test_name, complete, sort, out, mib, run_id, verbose):
     """List stored results as the drawer table: one row per run, then verify verdicts and the
     other records (one line each); --json: every kind of record (cardbench.export/2)."""
-    from cardbench.report import render
-    from cardbench.report.records import render_records
-    from cardbench.report.answer import render_run
 
     with params.open_to_read(db) as store:
         if run_id:
             out.echo(render_run(store.get(run_id), out.fmt, _unit(mib), width=out.width, verbose=True), nl=False)
             return
         if out.fmt == "json":    # every kind of record, one cardbench.export/2 document
-            from cardbench.store.export import collect, to_json
             text = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
                                    complete=complete, sort=sort))
         else:
@@ -80,17 +100,21 @@ def results(db, card, reader, since, until, test_name, complete, sort, out, mib,
             # below the runs, the records of every kind listed (cardbench.kinds), each kind its table
             listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
                       for k in kinds.kinds() if k.listed] if out.fmt in ("table", "md") else []
+            # a table of no rows says nothing: say what is missing instead (csv keeps its header row)
+            nothing = None
+            if out.fmt in ("table", "md") and not found and not any(docs for _, docs in listed):
+                nothing = NO_RESULTS if _none_stored(store) else NO_MATCH
     if out.fmt == "json":
         out.echo(text, nl=False)
+    elif nothing:
+        out.echo(nothing)
     else:
         out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
         for k, docs in listed:
             if docs:
                 out.echo(render_records(k, docs, out.fmt, width=out.width), nl=False)
-    from cardbench.record import waiting_notice
     notice = waiting_notice(db)
     if notice and not out.quiet:    # on stderr: stdout stays one JSON document with --json
-        from cardbench.cli.ui import error_line
         error_line(notice)
 
 
@@ -110,8 +134,6 @@ def compare(a, b, db, by, out, mib):
     The difference is B's mean rate minus A's; it is beyond the spread of the runs when the two
     95% confidence intervals do not overlap.
     """
-    from cardbench.report.compare import compare as compare_groups
-    from cardbench.report.compare import render_compare, resolve_group
 
     with params.open_to_read(db) as store:
         label_a, group_a = resolve_group(store, a, by)
@@ -133,21 +155,17 @@ def compare(a, b, db, by, out, mib):
 @click.option("--mib", is_flag=True, help="Rates in MiB/s (2^20 B/s) instead of MB/s (10^6 B/s).")
 def report(db, card, reader, since, until, test_name, complete, html_file, out, sort, mib):
     """A report of stored results: Markdown (default) or one HTML file with charts."""
-    from cardbench.report import render
 
     with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
         verify = store.verify_results(card=card, reader=reader, since=since, until=until) if html_file else []
         geometry = store.records("geometry", card=card, reader=reader, since=since, until=until) if html_file else []
         if out.fmt == "json" and not html_file:   # every kind of record, as `results --json` and `export`
-            from cardbench.store.export import collect, to_json
             everything = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
                                          complete=complete, sort=sort))
     if html_file:
-        from cardbench.report.html import render_html
         _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib), geometry_docs=geometry))
         if out.json:
-            import json
             out.echo(json.dumps({"schema": "cardbench.report/1", "html": html_file, "results": len(found),
                                  "verify_results": len(verify), "geometry_results": len(geometry)}, indent=2))
         out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
@@ -184,8 +202,6 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     figure that disagrees with its own raw data is flagged; f3 and H2testw logs become verify
     verdicts. Importing a file again replaces its earlier import.
     """
-    from cardbench.importers import import_file
-    from cardbench.result import Card
 
     if as_fio:
         if fmt and fmt != "fio":
@@ -199,17 +215,12 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
     if dry_run:
         out.echo("dry run: nothing saved")
         return
-    from cardbench.cli.ui import said
-    from cardbench.record import check_store, record
     check_store(db)    # a bad --db is refused (exit 6), not filled into the outbox
     if rep.export is not None:
         # a cardbench export: every record as it was, in one transaction (all or nothing), not judged again
-        from cardbench.store.export import counts, import_records
         location = import_records(rep.export, db, path=file)
         c = rep.export
         out.echo(f"saved {counts(c.sections())} to {location}")
-        from cardbench.cli.ui import error_line
-        from cardbench.share import destination, share_items
         shared = share_items(c.items())
         for w in shared.warnings(destination()[0]) if shared else []:
             error_line(f"warning: {w}")
@@ -232,7 +243,6 @@ def import_cmd(file, db, as_fio, fmt, file_size, reader_name, card_name, label, 
 def export(db, card, reader, since, until, test_name, complete, output, out):
     """Export every kind of stored record (runs, verify verdicts, reader probes, drawer sessions)
     as JSON that `cardbench import` reads back identically, with the same ids."""
-    from cardbench.store.export import collect, counts, to_json
 
     with params.open_to_read(db) as store:
         doc = collect(store, card=card, reader=reader, since=since, until=until, test=test_name, complete=complete)

@@ -6,6 +6,8 @@ import click
 
 from cardbench.cli import params
 from cardbench.errors import UsageError
+from cardbench.server import tokens
+from cardbench.store.core import open_store
 
 
 def _bind(text: str) -> tuple[str, int]:
@@ -42,8 +44,9 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
     ctx.obj["db"] = db
     if ctx.invoked_subcommand is not None:
         return
-    try:
+    try:   # function-level: the server's extra (starlette, uvicorn) is optional; without it, one line
         import uvicorn
+
         from cardbench.server.app import create_app
     except ImportError as e:
         raise UsageError(f"the server needs its extra: pip install 'cardbench[server]' ({e.name} is missing)") \
@@ -66,7 +69,6 @@ def token():
 @click.pass_context
 def token_add(ctx, station, db):
     """Make a token for STATION; it is printed once, only its hash is kept."""
-    from cardbench.server import tokens
     with _store_for(ctx, db) as store:
         t = tokens.add(store, station)
     click.echo(t)
@@ -79,7 +81,6 @@ def token_add(ctx, station, db):
 @click.pass_context
 def token_list(ctx, db):
     """Every token: id, station, created, revoked (never the token itself)."""
-    from cardbench.server import tokens
     with _store_for(ctx, db) as store:
         rows = tokens.listing(store)
     for t in rows:
@@ -95,12 +96,10 @@ def token_list(ctx, db):
 @click.pass_context
 def token_revoke(ctx, which, db):
     """Revoke a station's tokens (by station name) or one token (by its id from `token list`)."""
-    from cardbench.server import tokens
     with _store_for(ctx, db) as store:
         n = tokens.revoke(store, which)
     click.echo(f"revoked {n} token{'s' if n != 1 else ''}")
 
 
 def _store_for(ctx, db):
-    from cardbench.store.core import open_store
     return open_store(db or (ctx.obj or {}).get("db"))

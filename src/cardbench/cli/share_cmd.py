@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from cardbench.cli import params
+from cardbench.cli.ui import error_line
+from cardbench.share import share_store
 
 
 @click.command("share", epilog=params.examples(
@@ -19,8 +21,6 @@ from cardbench.cli import params
 def share(db, url, token, card, since, quiet):
     """Send what the local store holds to a station server; what the server holds already (same
     id) is stored once, so sharing again is safe."""
-    from cardbench.share import share_store
-    from cardbench.cli.ui import error_line
     out = params.Output("table", quiet)
     done = share_store(db, url, token, card=card, since=since)
     out.echo(f"shared {done.sent} record{'s' if done.sent != 1 else ''} with {url}")

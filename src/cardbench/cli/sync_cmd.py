@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from cardbench.cli import params
+from cardbench.record import sync as sync_outbox
+from cardbench.share import sync_share
 
 
 @click.command("sync", epilog=params.examples(
@@ -21,10 +23,8 @@ def sync(db, quiet, share_url, token):
     Safe to run again or after a sync that was cut short: a result is stored once, by its id.
     Every command that saves does this first, quietly.
     """
-    from cardbench.record import sync as sync_outbox
     out = params.Output("table", quiet)
     if share_url:
-        from cardbench.share import sync_share
         for line in sync_share(share_url, token):
             out.echo(line)
         return

@@ -1,6 +1,8 @@
 """`cardbench verify`: is it genuine? (cardbench.verify). Parses its options into a
 :class:`~cardbench.verify.options.VerifyOptions` (which holds every rule of which go together),
-confirms a destructive test with the user, and calls :func:`~cardbench.verify.options.verify_target`.
+confirms a destructive test (:func:`cardbench.devices.safety.confirm_destructive`), calls
+:func:`~cardbench.verify.options.verify_target` and keeps what it measured
+(:func:`cardbench.measured.keep_measured`).
 
 A block device gets the quick probe (seconds; non-destructive unless --destructive) or, with
 --full --destructive, a fill of the whole device. A directory on a mounted card gets full mode:
@@ -10,17 +12,19 @@ its free space is filled with files and every sector is checked (resumable with 
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from cardbench.errors import Interrupted, SafetyRefusal
 from cardbench.cli import params
-from cardbench.share import share_options
 from cardbench.cli.ui import said
-from cardbench.record import check_store, record
-from cardbench.units import fmt_size
-from cardbench.verify.options import VerifyOptions, verify_target
+from cardbench.devices.safety import confirm_destructive
+from cardbench.errors import DeviceFault
+from cardbench.measured import keep_measured
+from cardbench.record import check_store
+from cardbench.report.verify import render_verify_doc
+from cardbench.share import share_options
+from cardbench.target import open_target
+from cardbench.verify import VerifyOptions, verify_target
 
 
 @click.command("verify", epilog=params.examples(
@@ -61,7 +65,6 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     or a directory on the mounted card (full mode: fills its free space with files).
     """
     as_json = out.json
-    from cardbench.target import open_target
     target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     opts = VerifyOptions(full=full, destructive=destructive, time_budget=time_budget, resume=resume,
                          keep_files=keep_files, file_bytes=file_size, journal_dir=journal_dir,
@@ -70,62 +73,28 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     if not no_save:
         check_store(db)
     if destructive:              # a block device: validate refused it on a directory
-        _confirm(target, confirm_value, as_json)
+        confirm_destructive(target.block_device(), confirm_value, will=(
+            "verify will fill all of it and check it back: EVERYTHING ON IT WILL BE DESTROYED" if full else
+            "verify will overwrite the blocks it samples and not put them back: what they held is lost"))
     if mode == "full" and not full:
         out.note("A directory: full mode (fills its free space and checks every sector).")
-    try:
-        doc = verify_target(target, opts, progress=out.progress())
-    except (Interrupted, KeyboardInterrupt) as e:
-        partial = e.doc if isinstance(e, Interrupted) else None
-        if partial is not None and not no_save:
-            said(record(partial, db), saved_line=False, end=False)
-        if isinstance(e, KeyboardInterrupt):
-            raise Interrupted("interrupted; cleanup has run") from None
-        raise
-    # the check is over: a Ctrl-C or SIGTERM from here on waits until the result is stored and
-    # shown, then ends the command (exit 130) without losing the result
-    from cardbench.signals import signals_held
-    failed = not doc.get("complete")
 
-    def show() -> None:
+    def show(doc: dict) -> None:
         if as_json:
             out.echo(json.dumps(doc, indent=2))
         else:
-            from cardbench.report.verify import render_verify_doc
             out.echo(render_verify_doc(doc, mib=mib, width=out.width), nl=False)
 
-    with signals_held() as sigs:
-        rec = None if no_save else record(doc, db, show=show)
-        if no_save:
-            show()
-    if rec is not None and (failed or sigs):
-        said(rec, saved_line=False, end=False)    # then the error that ends the command
-    if sigs:
-        raise Interrupted("interrupted after the check had finished; its result was "
-                          + ("saved" if rec and rec.stored else "kept in the outbox" if rec and rec.kept
-                             else "shown above"))
-    if failed:
+    # a Ctrl-C or SIGTERM once the check is over waits until its result is stored and shown
+    kept = keep_measured(lambda: verify_target(target, opts, progress=out.progress()), db=db, save=not no_save,
+                         show=show)
+    doc, rec = kept.item, kept.recorded
+    if not doc.get("complete"):
         # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
         # and said in one line with the exit code of a card that failed during the test
-        from cardbench.errors import DeviceFault
-        raise DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
-                                       "table above); stored as incomplete").split()))
+        fault = DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
+                                         "table above); stored as incomplete").split()))
+        fault.recorded = rec
+        raise fault
     if rec is not None:
         said(rec, saved_line=not (as_json or out.quiet))
-
-
-def _confirm(target, value: str | None, quiet: bool) -> None:
-    """Destructive mode: the safety rules now, then the identity typed by the user (or --confirm)."""
-    from cardbench.devices.safety import check_destructive, confirm, identity_kind
-    path = target.path
-    dev = check_destructive(target.block_device())
-    if value is None:
-        if not sys.stdin.isatty():
-            raise SafetyRefusal(f"not confirmed: pass --confirm with the {identity_kind(dev)} of {path} "
-                                "(see `cardbench list`) to allow destroying its data")
-        what = " ".join(x for x in (dev.vendor, dev.model) if x) or "device"
-        click.echo(f"{path}: {what}, {fmt_size(dev.size)} ({dev.size} bytes). EVERYTHING ON IT WILL BE "
-                   "DESTROYED.", err=True)
-        value = click.prompt(f"Type its {identity_kind(dev)} to go on", default="", show_default=False,
-                             err=True)
-    confirm(dev, value)

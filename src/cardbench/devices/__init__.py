@@ -13,7 +13,13 @@
 Submodules ``safety``, ``preserve`` and ``lock`` are imported explicitly by their users.
 """
 
-from cardbench.devices.ata import AtaProbe, Identify, IdentifyError, decode_identify, read_identify
+from cardbench.devices.ata import (
+    AtaProbe,
+    Identify,
+    IdentifyError,
+    decode_identify,
+    read_identify,
+)
 from cardbench.devices.discovery import (
     BlockDevice,
     CardInfo,
@@ -23,7 +29,14 @@ from cardbench.devices.discovery import (
     resolve_device,
     run_lsblk,
 )
-from cardbench.devices.registers import Cid, Csd, SdStatus, decode_cid, decode_csd, decode_ssr
+from cardbench.devices.registers import (
+    Cid,
+    Csd,
+    SdStatus,
+    decode_cid,
+    decode_csd,
+    decode_ssr,
+)
 from cardbench.devices.usb import USB_SPEEDS, UsbInfo, UsbSpeed
 
 #: Schema name of the JSON document ``cardbench list --json`` prints.

@@ -42,12 +42,14 @@ import fcntl
 import os
 import re
 import stat
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cardbench.errors import UsageError
+from cardbench.engine.errors import cannot_use
+from cardbench.errors import DeviceFault, EnvironmentMissing, TargetError, UsageError
 
 BLOCK = 512                 # IDENTIFY DEVICE returns one 512-byte block: 256 little-endian words
 WORDS = BLOCK // 2
@@ -576,9 +578,7 @@ def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any =
     a missing file or a device that is not ATA behind SAT, EnvironmentMissing without root,
     DeviceFault when the device stalls or fails.
     """
-    from cardbench.errors import DeviceFault, EnvironmentMissing, TargetError
     if source == "-":
-        import sys
         stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
         if stream is None:
             raise UsageError("no standard input to read an IDENTIFY dump from (give a file or a device)")
@@ -590,7 +590,6 @@ def identify_from(source: str, timeout: float = DEFAULT_TIMEOUT, *, stdin: Any =
     try:
         st = os.stat(source)     # a device, a character device (sg) or a dump file
     except OSError as e:
-        from cardbench.target import cannot_use
         raise cannot_use(e, source) from None
     if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
         probe = read_identify(source, timeout)

@@ -21,10 +21,30 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cardbench.devices.ata import DEFAULT_TIMEOUT, AtaProbe, read_identify
-from cardbench.devices.mounts import Mount, is_system_mountpoint, read_mountinfo, read_swaps
-from cardbench.devices.registers import Cid, Csd, SdStatus, decode_cid, decode_csd, decode_ssr
-from cardbench.devices.sysfs import list_dir, natural_key, read_bytes, read_int, read_text
+from cardbench.devices.holder import classify_holder
+from cardbench.devices.mounts import (
+    Mount,
+    is_system_mountpoint,
+    read_mountinfo,
+    read_swaps,
+)
+from cardbench.devices.registers import (
+    Cid,
+    Csd,
+    SdStatus,
+    decode_cid,
+    decode_csd,
+    decode_ssr,
+)
+from cardbench.devices.sysfs import (
+    list_dir,
+    natural_key,
+    read_bytes,
+    read_int,
+    read_text,
+)
 from cardbench.devices.usb import UsbInfo, read_usb_info
+from cardbench.engine.errors import stat_path
 from cardbench.errors import TargetError, UsageError
 
 SECTOR = 512  # sysfs ``size`` and ``start`` unit [S33]
@@ -133,10 +153,9 @@ class BlockDevice:
 
     def holder(self) -> dict[str, Any] | None:
         """For a USB device: whether it is a reader, a stick (the USB device is the card) or
-        unsure, and why (:func:`cardbench.devices.identity.classify_holder`); else None."""
+        unsure, and why (:func:`cardbench.devices.holder.classify_holder`); else None."""
         if self.usb is None:
             return None
-        from cardbench.devices.identity import classify_holder
         kind, evidence = classify_holder(self)
         return {"kind": kind, "evidence": evidence}
 
@@ -586,10 +605,9 @@ def list_devices(sysfs_root: str = "/sys", lsblk_json: Any = None, *, proc_root:
 
 
 def _stat_block(path: str) -> os.stat_result:
-    """stat() a path that must be a block device, through :func:`cardbench.target.open_target`
-    (its one wording for a missing path or another kind)."""
-    from cardbench.target import open_target
-    return open_target(path, kinds=("device",)).st
+    """stat() a path that must be a block device (:func:`cardbench.engine.errors.stat_path`: the
+    one wording for a missing path or another kind)."""
+    return stat_path(path, ("device",))[0]
 
 
 def resolve_device(path: str, *, sysfs_root: str = "/sys", lsblk_json: Any = None,

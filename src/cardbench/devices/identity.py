@@ -12,7 +12,8 @@ seen arriving with its medium in a drawer session; a single-card adapter plugged
 card is one too): then the USB device is the card, known by its USB serial, and there is no
 reader. Where nothing tells, the holder is "unsure", said in ``Reader.kind_evidence``, and the
 card takes the USB identity too (a reader's ceiling is never inferred from it: only a card's
-own identity, ``Card.own_identity``, makes "the same card" for the reader verdicts). A CompactFlash card behind
+own identity, ``Card.own_identity``, or a name the person typed makes "the same card" for the
+reader verdicts: :func:`cardbench.verdicts.readers.same_card_basis`). A CompactFlash card behind
 a reader that implements SAT answers ATA IDENTIFY DEVICE (:mod:`cardbench.devices.ata`): then it
 is known by its own model, serial and sectors (``Card.ata``), and its transfer modes cap what it
 can show. ``identify`` fills what the user left empty and never overwrites what they typed. It
@@ -23,11 +24,13 @@ also records in ``target`` what the verdicts need: the classes the card declares
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from cardbench.devices.ata import DEFAULT_TIMEOUT, AtaProbe, read_identify
 from cardbench.devices.discovery import BlockDevice, get_device, may_speak_ata
+from cardbench.devices.holder import SessionHint, classify_holder
+from cardbench.devices.usb import shared_hub
+from cardbench.errors import CardbenchError
 from cardbench.result import Card, Reader
 
 
@@ -56,52 +59,6 @@ def apply_ata(card: Card, probe: AtaProbe | None, target: dict[str, Any] | None 
         card.model = ident.model
     if card.serial is None and ident.serial:
         card.serial = ident.serial
-
-
-#: words in a USB product or SCSI INQUIRY name that a card reader uses for itself
-READER_WORDS = ("card reader", "cardreader", "reader", "sd/mmc", "sd/ms", "ms/ms", "multi-card", "multicard",
-                "multi card", "compactflash", "cf card", "xd-picture", "microsd", "micro sd", "sdxc", "sdhc",
-                "card slot")
-
-
-@dataclass
-class SessionHint:
-    """What a drawer session saw of a device (:class:`cardbench.devices.watch.Watcher`):
-    ``arrived_with_medium``: the block device appeared holding its medium (a stick, or an adapter
-    plugged in with its card); ``medium_changed``: its medium went or came while the USB device
-    stayed (a reader)."""
-
-    arrived_with_medium: bool = False
-    medium_changed: bool = False
-
-
-def classify_holder(dev: BlockDevice, hint: SessionHint | None = None) -> tuple[str, list[str]]:
-    """What holds the medium of a USB block device: ("reader" | "stick" | "unsure", evidence in
-    words). Reader evidence wins (a USB device that outlived a medium cannot be one card)."""
-    usb = dev.usb
-    reader: list[str] = []
-    stick: list[str] = []
-    if not dev.medium_present:
-        reader.append("an empty slot (size 0)")
-    luns = 1 + len(usb.same_reader) if usb is not None else 1
-    if luns > 1:
-        reader.append(f"{luns} LUNs on one USB device")
-    if hint is not None and hint.medium_changed:
-        reader.append("its medium changed while the USB device stayed")
-    names = " ".join(x for x in (usb.product if usb else None, dev.vendor, dev.model) if x).lower()
-    word = next((w for w in READER_WORDS if w in names), None)
-    if word is not None:
-        reader.append(f"its name says so ({word!r})")
-    if reader:
-        return "reader", reader
-    if not dev.removable:
-        stick.append("the medium is not removable (SCSI RMB bit clear): it comes and goes with the USB device")
-    if hint is not None and hint.arrived_with_medium:
-        stick.append("it arrived with its medium and one LUN")
-    if stick:
-        return "stick", stick
-    return "unsure", ["removable medium on one LUN and nothing else seen: a stick or a single-slot reader "
-                      "(swap a card in it during a drawer session to tell)"]
 
 
 def usb_name(usb) -> str | None:
@@ -133,15 +90,13 @@ def sd_registers(info) -> dict[str, Any] | None:
     return out
 
 
-def identify(dev: BlockDevice | str, card: Card, reader: Reader, target: dict[str, Any] | None = None, *,
+def identify(dev: BlockDevice, card: Card, reader: Reader, target: dict[str, Any] | None = None, *,
              ata_timeout: float | None = DEFAULT_TIMEOUT, hint: SessionHint | None = None) -> BlockDevice:
-    """Fill ``card``/``reader`` (and ``target``) from the device at ``dev`` (path or BlockDevice):
+    """Fill ``card``/``reader`` (and ``target``) from the device ``dev`` (:func:`cardbench.devices.get_device`):
     the one identity rule (module docstring). What the user gave is never overwritten.
 
     ``ata_timeout``: seconds the card may take to answer ATA IDENTIFY (None: do not ask).
     ``hint``: what a drawer session saw of the device (:class:`SessionHint`)."""
-    if isinstance(dev, str):
-        dev = get_device(dev)
     if ata_timeout is not None:
         apply_ata(card, probe_ata(dev, ata_timeout), target)
         if card.ata and card.ata.get("serial"):
@@ -218,15 +173,13 @@ def shared_path(paths: list[str], reader_name: str | None = None) -> tuple[Reade
     on one stick or one reader of it. Devices off USB with one reader identity (an emulated
     reader's slots): that reader, as before. Nothing in common seen: a reader that says so.
     ``reader_name`` (``--reader``) names what is found; it changes no identity."""
-    from cardbench.devices.usb import shared_hub
-    from cardbench.errors import CardbenchError
     cards: dict[str, Card] = {}
     seen: list[Reader] = []
     usb_dirs: list[str | None] = []
     for path in dict.fromkeys(paths):
         card, reader = Card(), Reader(name=reader_name)
         try:
-            dev = identify(path, card, reader)
+            dev = identify(get_device(path), card, reader)
         except (CardbenchError, OSError):
             continue
         cards[path] = card

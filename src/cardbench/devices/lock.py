@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cardbench.devices.sysfs import read_text
+from cardbench.engine.errors import stat_path
 from cardbench.errors import Busy, TargetError, UsageError
 
 RUN_LOCK_DIR = Path("/run/cardbench/locks")
@@ -62,8 +63,7 @@ def lock_key(path: str, *, sysfs_root: str = "/sys") -> str:
     Block device -> ``blk-<major>-<minor>`` of the whole disk; directory -> ``dir-<st_dev major>-
     <minor>-<inode>``; regular file (image) -> ``file-<major>-<minor>-<inode>``. Symlinks are followed.
     """
-    from cardbench.target import open_target
-    return key_of_stat(open_target(path).st, sysfs_root=sysfs_root, path=path)
+    return key_of_stat(stat_path(path)[0], sysfs_root=sysfs_root, path=path)
 
 
 def key_of_devno(devno: str, *, sysfs_root: str = "/sys") -> str:

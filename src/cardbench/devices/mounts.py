@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 
 from cardbench.devices.sysfs import unescape_octal
+from cardbench.engine.data import DataFile
+from cardbench.engine.errors import IoFault, IoSetupError
 
 #: Mount points that mean "this holds the running system". Anything under /boot counts too.
 SYSTEM_MOUNTPOINTS: frozenset[str] = frozenset({
@@ -84,3 +86,22 @@ def mount_containing(path: str, mounts: list[Mount]) -> Mount | None:
             if best is None or len(mp) >= len(best.mountpoint):
                 best = m
     return best
+
+
+def filesystem_on(device: str) -> str | None:
+    """What a device's first sector says it holds ("exfat", "ntfs", "vfat"), for a FUSE mount whose
+    mountinfo says only "fuseblk"; None when unreadable or unknown."""
+    try:
+        with DataFile.open(device, write=False, direct=False) as dev:
+            buf = bytearray(512)
+            dev.read_at(buf, 0)
+    except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
+        return None
+    head = bytes(buf)
+    if head[3:11] == b"EXFAT   ":
+        return "exfat"
+    if head[3:11] == b"NTFS    ":
+        return "ntfs"
+    if head[82:90] == b"FAT32   " or head[54:59] in (b"FAT12", b"FAT16"):
+        return "vfat"
+    return None

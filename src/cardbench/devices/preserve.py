@@ -40,9 +40,12 @@ import json
 import os
 import secrets
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import platformdirs
 
 from cardbench.devices.discovery import BlockDevice, get_device, list_devices
 from cardbench.devices.mounts import mount_containing, read_mountinfo
@@ -50,7 +53,14 @@ from cardbench.devices.safety import open_exclusive
 from cardbench.engine.buffers import AlignedBuffers
 from cardbench.engine.data import DataFile, geometry, open_raw
 from cardbench.engine.errors import GONE_WORDS, IO_ERRORS, describe
-from cardbench.errors import CardbenchError, DeviceFault, SafetyRefusal, TargetError, UsageError
+from cardbench.errors import (
+    CardbenchError,
+    DeviceFault,
+    SafetyRefusal,
+    TargetError,
+    UsageError,
+)
+from cardbench.signals import signals_held
 
 JOURNAL_SCHEMA = "cardbench.journal/1"
 CHUNK = 1 << 20  # bytes moved per O_DIRECT call; a multiple of every logical block size
@@ -60,7 +70,6 @@ FREE_SPACE_MARGIN = 16 << 20  # keep this much free on the journal's filesystem
 
 def default_journal_root() -> Path:
     """``<user data dir>/journal``, e.g. ``~/.local/share/cardbench/journal`` (platformdirs)."""
-    import platformdirs
 
     return Path(platformdirs.user_data_dir("cardbench")) / "journal"
 
@@ -298,28 +307,22 @@ def _locate(identity: dict[str, Any], sysfs_root: str, proc_root: str) -> tuple[
 class Preserver:
     """Save regions of a whole block device before they are overwritten; put them back on ``restore()``.
 
-    ``Preserver(device_path, journal_dir)``: ``journal_dir`` is the journal *root* (default
+    ``Preserver(device, journal_dir)`` (``device`` a whole disk's :class:`~cardbench.devices.BlockDevice`): ``journal_dir`` is the journal *root* (default
     ``default_journal_root()``); this run's journal is a new directory inside it, locked with
     ``flock`` while the object lives. Refuses a journal root on the device itself. Use as a context
     manager to restore on exit, also when the body raises::
 
-        with Preserver("/dev/sdb", root) as keep:
+        with Preserver(get_device("/dev/sdb", whole_device=True), root) as keep:
             keep.save(offset, length)    # durable before it returns
             os.pwrite(fd, data, offset)  # now the caller may write
     """
 
-    def __init__(self, device_path: Any, journal_dir: str | Path | None = None, *,
+    def __init__(self, device: BlockDevice, journal_dir: str | Path | None = None, *,
                  sysfs_root: str = "/sys", proc_root: str = "/proc"):
-        """Identify the device, check the journal location, and create this run's journal.
-        ``device_path``: a path, or a device target (cardbench.target.open_target), whose
-        identity is then used as resolved."""
-        if hasattr(device_path, "block_device"):
-            self.device_path = device_path.path
-            self.device = device_path.block_device()
-        else:
-            self.device_path = os.fspath(device_path)
-            self.device = get_device(self.device_path, whole_device=True, sysfs_root=sysfs_root,
-                                     proc_root=proc_root)
+        """Check the journal location and create this run's journal for ``device`` (a whole
+        disk, as listed: its identity is used as resolved)."""
+        self.device_path = device.path
+        self.device = device
         self.root = Path(journal_dir) if journal_dir is not None else default_journal_root()
         check_journal_location(self.root, self.device, sysfs_root=sysfs_root, proc_root=proc_root)
         self._regions: list[SavedRegion] = []
@@ -502,9 +505,7 @@ def restore_held(preserver: Preserver, progress: Any = None, label: str = "resto
     ``gone()``: did the device go away (the target's rule, cardbench.target.Target.gone)? Then
     nothing is written (a gone disk fails a write with ENOSPC, "full", which it is not) and
     ``kept`` says the device is gone."""
-    import time
 
-    from cardbench.signals import signals_held
     journal = str(getattr(preserver, "path", "") or "")
     t0 = time.perf_counter()
     with signals_held() as signals:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from cardbench.devices.makers import sd_makers
+
 # --- tables (copied from ratings.toml / standards.md) --------------------------------------
 
 #: SD Status AU_SIZE / UHS_AU_SIZE code -> bytes [S12 §4.10.2.4, ratings.toml sd.au_size_code_bytes].
@@ -55,7 +57,6 @@ CAPACITY_FAMILIES: tuple[tuple[str, int], ...] = (
 #: SD-3C does not publish them and community tables disagree, so this is a *hint*, never proof of
 #: origin (standards.md §4.3: [S42] [S64] [S65]).
 def _sd_hints() -> dict[int, str]:
-    from cardbench.devices.makers import sd_makers
     return {mid: entry["maker"] for mid, entry in sd_makers().items()}
 
 

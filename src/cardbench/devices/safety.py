@@ -15,6 +15,9 @@ moment of the check (``check_destructive``), not from a listing made earlier:
    for a device without a serial, its exact size in bytes.
 
 Every refusal is a ``SafetyRefusal`` with one line naming the device and the reason.
+:func:`confirm_destructive` is the one confirmation every command that writes raw asks (``run
+--destructive``, ``verify --destructive``): the rules first, then the identity given (``--confirm``)
+or typed at the terminal, in one wording; without a terminal to ask on it is refused (exit 4).
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 from cardbench.devices.discovery import BlockDevice, get_device
+from cardbench.engine.data import open_raw
 from cardbench.engine.errors import open_error
 from cardbench.errors import SafetyRefusal, TargetError
+from cardbench.units import fmt_size
 
 #: ioctl numbers from linux/fs.h: BLKROGET = _IO(0x12, 94).
 BLKROGET = 0x125E
@@ -51,7 +58,6 @@ def open_exclusive(path: str, *, write: bool = False) -> Iterator[int]:
     aligned to the logical block size [S46 open(2)]; use ``mmap`` buffers. Errors are one line:
     EBUSY -> SafetyRefusal, missing/permission -> TargetError.
     """
-    from cardbench.engine.data import open_raw
     try:
         fd, _direct = open_raw(path, write=write, exclusive=True)
     except OSError as e:
@@ -73,20 +79,19 @@ def _same_identity(before: BlockDevice, now: BlockDevice) -> str | None:
     return None
 
 
-def check_destructive(dev: BlockDevice | str, *, sysfs_root: str = "/sys",
+def check_destructive(dev: BlockDevice, *, sysfs_root: str = "/sys",
                       proc_root: str = "/proc") -> BlockDevice:
     """Refuse (SafetyRefusal, one line) unless a raw write to this whole device is allowed now.
 
-    ``dev`` is a path or a ``BlockDevice`` from an earlier listing; the state is re-read either way,
-    and a device whose size, serial or number changed since it was listed is refused. Returns the
+    ``dev`` is a ``BlockDevice`` from an earlier listing (:func:`cardbench.devices.get_device`); the
+    state is re-read, and a device whose size, serial or number changed since it was listed is refused. Returns the
     fresh ``BlockDevice``. Confirmation by the user is separate: see ``confirm``.
     """
-    path = dev.path if isinstance(dev, BlockDevice) else os.fspath(dev)
+    path = dev.path
     now = get_device(path, whole_device=True, sysfs_root=sysfs_root, proc_root=proc_root)
-    if isinstance(dev, BlockDevice):
-        changed = _same_identity(dev, now)
-        if changed:
-            raise SafetyRefusal(f"refusing to write to {path}: {changed}")
+    changed = _same_identity(dev, now)
+    if changed:
+        raise SafetyRefusal(f"refusing to write to {path}: {changed}")
     if now.system:
         raise SafetyRefusal(f"refusing to write to {path}: it holds the running system ({now.system_reason})")
     if now.in_use_reason:
@@ -145,3 +150,42 @@ def confirm(dev: BlockDevice, value: str | None) -> None:
     if not ok:
         raise SafetyRefusal(
             f"confirmation does not match the {identity_kind(dev)} of {dev.path}; nothing was written")
+
+
+def describe_device(dev: BlockDevice) -> str:
+    """The device as a confirmation names it: "/dev/sdb (Generic Flash Disk, 64.0 MB, 64000000 bytes)"."""
+    what = " ".join(x for x in (dev.vendor, dev.model) if x) or "unknown model"
+    return f"{dev.path} ({what}, {fmt_size(dev.size)}, {dev.size} bytes)"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):    # no such method, or closed
+        return False
+
+
+def confirm_destructive(dev: BlockDevice, given: str | None, *, will: str, flag: str = "--confirm",
+                        stdin: TextIO | None = None, stderr: TextIO | None = None) -> str:
+    """The one confirmation of a destructive write: the safety rules now (``check_destructive``,
+    before anyone is asked), then the device's identity (``identity_token``): ``given`` (the
+    command's ``flag``), else typed at the terminal after a warning naming the device and what
+    the command ``will`` do to it. Returns the identity confirmed, for the write's own check
+    (e.g. ``DeviceOptions.confirm``).
+
+    SafetyRefusal (exit 4, one line) when a rule refuses, when nothing was given and ``stdin`` is
+    no terminal (nobody to ask: the line names the device and what to pass), and when the answer
+    is not the identity. ``stdin``/``stderr``: where to ask (default: this process's)."""
+    dev = check_destructive(dev)
+    if given is None:
+        stdin = sys.stdin if stdin is None else stdin
+        stderr = sys.stderr if stderr is None else stderr
+        if not _is_terminal(stdin):
+            raise SafetyRefusal(f"not confirmed: {describe_device(dev)} would lose data; pass {flag} with its "
+                                f"{identity_kind(dev)} (see `cardbench list`): there is no terminal to ask on")
+        stderr.write(f"{describe_device(dev)}: {will}.\n")
+        stderr.write(f"Type its {identity_kind(dev)} to go on (see `cardbench list`): ")
+        stderr.flush()
+        given = stdin.readline().strip()
+    confirm(dev, given)
+    return given.strip()

@@ -140,8 +140,8 @@ def shared_hub(usb_dirs: list[str]) -> UsbHub | None:
     while cur and cur != os.path.dirname(cur):
         name = os.path.basename(cur)
         if _is_usb_device(cur) and _PORT_RE.match(name):
-            def attr(n: str) -> str | None:
-                return read_text(os.path.join(cur, n)) or None
+            def attr(n: str, hub: str = cur) -> str | None:   # hub: this loop's directory, bound now
+                return read_text(os.path.join(hub, n)) or None
             return UsbHub(vendor_id=attr("idVendor"), product_id=attr("idProduct"), manufacturer=attr("manufacturer"),
                           product=attr("product"), serial=attr("serial"), speed=attr("speed"), port_path=name,
                           root=False, sysfs_path=cur)

@@ -24,7 +24,7 @@ reports ``media_change`` in ``events``); where it cannot, it opens those LUNs it
 ``SELF_POLL_INTERVAL`` seconds (an open makes the SCSI disk driver check its medium).
 
 What the session saw of a device is kept for the identity rule (:meth:`Watcher.hint`, a
-:class:`cardbench.devices.identity.SessionHint`): a block device that appeared holding its
+:class:`cardbench.devices.holder.SessionHint`): a block device that appeared holding its
 medium arrived with it (a stick); a medium that went or came on a device that stayed marks its
 USB device as a reader.
 
@@ -46,7 +46,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from cardbench.devices.holder import SessionHint
 from cardbench.devices.sysfs import read_int, read_text
+from cardbench.errors import EnvironmentMissing
 
 #: ``NETLINK_KOBJECT_UEVENT`` (linux/netlink.h); group 1 carries the kernel's own uevents
 NETLINK_KOBJECT_UEVENT = 15
@@ -186,7 +188,6 @@ class Watcher:
         self.rescan_interval = rescan
         self.sock = open_uevent_socket() if method in ("auto", "netlink") else None
         if method == "netlink" and self.sock is None:
-            from cardbench.errors import EnvironmentMissing
             raise EnvironmentMissing("cannot open the kernel's uevent socket (netlink); use polling")
         self.method = "netlink" if self.sock is not None else "poll"
         # every device with a medium at start is known: only a change of its medium counts.
@@ -213,7 +214,6 @@ class Watcher:
 
     def hint(self, name: str):
         """What this session saw of device ``name`` (a :class:`SessionHint` for the identity rule)."""
-        from cardbench.devices.identity import SessionHint
         name = os.path.basename(name)
         key = reader_key(name, self.sysfs_root)
         return SessionHint(arrived_with_medium=name in self.arrived,
@@ -365,6 +365,7 @@ class Watcher:
     def wait(self, timeout: float) -> list[MediumChange]:
         """Changes within ``timeout`` seconds (returns as soon as there is one)."""
         deadline = time.monotonic() + max(0.0, timeout)
+        found: list[MediumChange]
         while True:
             now = time.monotonic()
             if self.self_polled and now - self._last_self_poll >= SELF_POLL_INTERVAL:
@@ -387,7 +388,7 @@ class Watcher:
             if self.self_polled:
                 pause = min(pause, SELF_POLL_INTERVAL)
             ready = select.select([self.sock], [], [], max(0.0, pause))[0] if pause > 0 else []
-            found: list[MediumChange] = []
+            found = []
             if ready:
                 found, lost = self._drain()
                 if lost:

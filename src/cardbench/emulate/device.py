@@ -140,7 +140,7 @@ class EmulatedReader:
         self._own_data_dir = not os.path.exists(self.data_dir)
         os.makedirs(self.mountpoint, mode=0o700, exist_ok=True)
         os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
-        config = {
+        config: dict[str, Any] = {
             "mountpoint": self.mountpoint, "data_dir": self.data_dir, "socket": self.socket,
             "ceiling": self.ceiling, "turnaround": self.turnaround, "cards": [],
             "owner_pid": None if self.detached else os.getpid(),

@@ -31,6 +31,7 @@ import stat
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 from cardbench.emulate import system
@@ -178,7 +179,10 @@ class Server:
             self.add_card(spec)
             return {"path": os.path.join(self.mountpoint, spec.name)}
         if op == "remove_card":
-            self.remove_card(req.get("card"))
+            name = req.get("card")
+            if not isinstance(name, str):
+                raise UsageError(f"remove_card needs a card's name, not {name!r}")
+            self.remove_card(name)
             return {}
         if op == "shutdown":
             threading.Thread(target=self.shutdown, args=("control request",), daemon=True).start()
@@ -265,8 +269,9 @@ class Server:
 
 def _operations(server: Server):
     mfusepy = system.load_mfusepy()
+    operations: Any = mfusepy.Operations    # loaded at run time, untyped: nothing to check against
 
-    class CardFiles(mfusepy.Operations):
+    class CardFiles(operations):
         use_ns = True
 
         def init_with_config(self, conn, config):  # noqa: D401 - libfuse callback
@@ -363,7 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     if owner:
         threading.Thread(target=server.watch_owner, args=(int(owner),), daemon=True, name="owner").start()
     os.makedirs(server.mountpoint, exist_ok=True)
-    import warnings
 
     mfusepy = system.load_mfusepy()
     warnings.simplefilter("ignore", DeprecationWarning)

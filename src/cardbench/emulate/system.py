@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def load_mfusepy():
         if path is None:
             raise EnvironmentMissing("emulated cards need libfuse3 (install libfuse3-3 / fuse3)")
         os.environ["FUSE_LIBRARY_PATH"] = path
-    import mfusepy
+    import mfusepy  # function-level: it loads libfuse when imported, after FUSE_LIBRARY_PATH is set above
     return mfusepy
 
 
@@ -271,7 +272,7 @@ def detach_loop(device: str, *, timeout: float = COMMAND_TIMEOUT) -> None:
         time.sleep(0.05)
 
 
-def release_mountpoint(mountpoint: str | os.PathLike, *, devices: list[str] = (), grace: float = COMMAND_TIMEOUT) -> list[str]:
+def release_mountpoint(mountpoint: str | os.PathLike, *, devices: Sequence[str] = (), grace: float = COMMAND_TIMEOUT) -> list[str]:
     """Detach every loop device backed by files under a FUSE ``mountpoint`` (plus ``devices``),
     unmounting filesystems on them first. If the FUSE server does not answer within ``grace``
     seconds, abort its connection so I/O fails fast, and retry. Returns problems (empty if clean).

@@ -9,10 +9,13 @@ import os
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, cast
 
 from cardbench.engine.errors import io_error
 from cardbench.engine.registry import Capabilities
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
 @dataclass
 class IoOp:
@@ -20,7 +23,7 @@ class IoOp:
 
     kind: str           # "read" | "write"
     offset: int
-    buf: object         # writable buffer (mmap / memoryview) of at least ``length`` bytes
+    buf: Buffer         # writable buffer (mmap / memoryview) of at least ``length`` bytes
     length: int
     tag: object = None  # caller's cookie, handed back in the completion
 
@@ -79,6 +82,13 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+class OwnLoopEngine(Engine, Protocol):
+    """An engine whose ``caps.own_loop`` is set: it runs :func:`closed_loop` itself."""
+
+    def closed_loop(self, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
+                    max_ops: int, duration: float, latencies: array) -> LoopResult: ...
+
+
 def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
                 max_ops: int, duration: float, latencies: array) -> LoopResult:
     """Keep ``len(bufs)`` operations of ``length`` bytes in flight on an open ``engine``.
@@ -95,8 +105,8 @@ def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_off
     if max_ops < 1 or not bufs:
         raise ValueError("closed_loop needs at least one buffer and one operation")
     if engine.caps.own_loop:
-        return engine.closed_loop(kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
-                                  latencies=latencies)
+        return cast(OwnLoopEngine, engine).closed_loop(kind, bufs, length, next_offset, max_ops=max_ops,
+                                                       duration=duration, latencies=latencies)
     return submit_reap_loop(engine, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
                             latencies=latencies)
 

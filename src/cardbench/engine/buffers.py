@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 ALIGN = 4096
 
@@ -21,7 +23,7 @@ HUGE_PAGE = 2 << 20
 HUGE_MIN = 256 << 10
 
 
-class AlignedBuffers:
+class AlignedBuffers(Sequence[memoryview]):
     """``count`` page-aligned, zeroed buffers of ``size`` bytes in one anonymous mapping.
 
     Where they add up to a huge page or more, the mapping is aligned to one and asked for
@@ -62,10 +64,16 @@ class AlignedBuffers:
     def __len__(self) -> int:
         return len(self._views)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> memoryview: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[memoryview]: ...
+
+    def __getitem__(self, i: int | slice) -> memoryview | list[memoryview]:
         return self._views[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[memoryview]:
         return iter(self._views)
 
     def close(self) -> None:

@@ -19,8 +19,10 @@ reaches the user as the same words and the same exit code whichever command met 
 from __future__ import annotations
 
 import errno
+import os
+import stat
 
-from cardbench.errors import DeviceFault, SafetyRefusal, TargetError
+from cardbench.errors import DeviceFault, SafetyRefusal, TargetError, UsageError
 
 #: errno -> what it means for a card, in words
 REASONS: dict[int, str] = {
@@ -96,10 +98,9 @@ class IoFault(_Located, DeviceFault):
 def describe(err: int | None, fallback: str | None = None) -> str:
     """The words for ``err`` (an errno); ``fallback`` (else the system's text) for one not in the table."""
     if err in REASONS:
-        return REASONS[err]   # type: ignore[index]
+        return REASONS[err]
     if fallback:
         return fallback
-    import os
     return os.strerror(err) if err else "I/O error"
 
 
@@ -143,3 +144,47 @@ def open_error(e: OSError, path: str, action: str = "open") -> SafetyRefusal | I
 def short_transfer(path: str, op: str, offset: int, got: int, want: int, why: str = "the device ended early") -> IoFault:
     """The error for a read or write that moved fewer bytes than asked."""
     return IoFault(f"{path}: short {op} at byte {offset} ({got} of {want} bytes): {why}", op=op, offset=offset)
+
+
+# -- what a path is: the one wording (cardbench.target.open_target and the device functions that
+# take a path use it, so a missing path or a path of another kind reads the same everywhere)
+
+#: what each kind is called in an error: what a path is, and what a command takes
+_IS_WORDS = {"directory": "a directory", "device": "a block device", "image": "a regular file"}
+_TAKES_WORDS = {"directory": "a directory on the mounted card", "device": "a block device", "image": "an image file"}
+
+
+def shown(path: str) -> str:
+    """``path`` as an error line shows it: as given, with bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def cannot_use(e: OSError, path: str) -> TargetError:
+    """The one error for a path that cannot be tested because of ``e`` (stat, statvfs, open or a
+    probe write): ``<path>: <the errno table's words>``, exit 3."""
+    return TargetError(f"{shown(path)}: {describe(e.errno, e.strerror)}")
+
+
+def wrong_kind(path: str, what: str, kinds: tuple[str, ...]) -> TargetError:
+    """The one error for a path of another kind than the command takes (exit 3)."""
+    want = " or ".join(_TAKES_WORDS[k] for k in kinds)
+    return TargetError(f"{shown(path)} is {what}, not {want}")
+
+
+def stat_path(path: str, kinds: tuple[str, ...] = ("directory", "device", "image")) -> tuple[os.stat_result, str]:
+    """(stat, kind) of ``path``, where kind is "directory", "device" (a block device) or "image" (a
+    regular file) and must be one of ``kinds``: the one place that asks what a path is. A path that
+    cannot be stat()ed is :func:`cannot_use`, another kind :func:`wrong_kind` (exit 3)."""
+    if not path:
+        raise UsageError("no target given")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise cannot_use(e, path) from None
+    mode = st.st_mode
+    kind = ("directory" if stat.S_ISDIR(mode) else "device" if stat.S_ISBLK(mode)
+            else "image" if stat.S_ISREG(mode) else None)
+    if kind not in kinds:
+        what = _IS_WORDS.get(kind or "", "a character device" if stat.S_ISCHR(mode) else "a special file")
+        raise wrong_kind(path, what, kinds)
+    return st, kind

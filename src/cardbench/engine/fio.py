@@ -38,6 +38,7 @@ import shutil
 import subprocess
 
 from cardbench.engine.registry import Capabilities, EngineInfo, register
+from cardbench.engine.uring_abi import io_uring_available
 from cardbench.errors import DeviceFault, EnvironmentMissing, UsageError
 from cardbench.fiojson import fio_run
 from cardbench.result import Run
@@ -66,7 +67,6 @@ def fio_version(fio: str = "fio") -> str:
 
 def default_ioengine() -> str:
     """io_uring where this process can set up a ring (same check as the queued engine), else libaio."""
-    from cardbench.engine.uring_abi import io_uring_available
     ok, _ = io_uring_available()
     return "io_uring" if ok else "libaio"
 

@@ -33,7 +33,6 @@ from cardbench.patterns import Pattern
 from cardbench.result import Run
 from cardbench.stats import percentiles
 
-
 #: the operation count of a time-based run: no run reaches it before its deadline
 TIME_BASED_OPS = 1 << 62
 

@@ -49,13 +49,24 @@ Measurements: ``bench/engine_vs_fio.py`` (figures in ``BACKEND_NOTE``).
 
 from __future__ import annotations
 
-from cardbench.engine.base import Completion, IoOp, LoopResult, pio_loop, submit_reap_loop
+from cardbench.engine.base import (
+    Completion,
+    IoOp,
+    LoopResult,
+    pio_loop,
+    submit_reap_loop,
+)
 from cardbench.engine.data import DataFile
 from cardbench.engine.registry import Capabilities, EngineInfo, register
 from cardbench.engine.threads import _ThreadImpl
 from cardbench.engine.uring import _UringImpl
-from cardbench.engine.uring_abi import _OPCODES, RingUnavailable, _perf, io_uring_available
-from cardbench.errors import UsageError
+from cardbench.engine.uring_abi import (
+    _OPCODES,
+    RingUnavailable,
+    _perf,
+    io_uring_available,
+)
+from cardbench.errors import EnvironmentMissing, UsageError
 
 __all__ = ["BACKENDS", "MAX_QUEUE_DEPTH", "QueuedEngine", "io_uring_available"]
 
@@ -104,7 +115,7 @@ class QueuedEngine:
         self.fd: int | None = None
         self.path = ""
         self.direct = False
-        self._impl: _UringImpl | _ThreadImpl | None = None
+        self._impl: _UringImpl | _ThreadImpl | _DirectImpl | None = None
 
     def open(self, path: str, *, write: bool, direct: bool = True, create: bool = False) -> None:
         self.path = path
@@ -118,13 +129,16 @@ class QueuedEngine:
             raise
         # the hot calls go straight to the backend (one Python call less per operation); at
         # depth 1 the io_uring backend submits and waits in one system call
+        # (an instance attribute over the method, on purpose: hence the two ignores)
         impl = self._impl
-        self.submit = impl.submit_wait if self.queue_depth == 1 and self.backend == "io_uring" \
-            else impl.submit  # type: ignore[method-assign]
-        self.reap = self._impl.reap           # type: ignore[method-assign]
+        if self.queue_depth == 1 and isinstance(impl, _UringImpl):
+            self.submit = impl.submit_wait    # type: ignore[method-assign]
+        else:
+            self.submit = impl.submit         # type: ignore[method-assign]
+        self.reap = impl.reap                 # type: ignore[method-assign]
 
-    def _make_impl(self):
-        assert self.fd is not None
+    def _make_impl(self) -> _UringImpl | _ThreadImpl | _DirectImpl:
+        assert self.file is not None and self.fd is not None
         if self.requested_backend == "direct" or (self.requested_backend == "auto" and self.queue_depth == 1):
             self.backend = "direct"
             return _DirectImpl(self.file)
@@ -135,7 +149,6 @@ class QueuedEngine:
                 return impl
             except RingUnavailable as e:
                 if self.requested_backend == "io_uring":
-                    from cardbench.errors import EnvironmentMissing
                     raise EnvironmentMissing(f"io_uring is not usable here: {e.strerror or e}") from None
                 self.backend_reason = f"io_uring unavailable ({e.strerror or e}); using a thread pool"
         self.backend = "threads"
@@ -157,7 +170,7 @@ class QueuedEngine:
         """See :func:`cardbench.engine.base.closed_loop`: io_uring and depth 1 run their own lean
         loop (no Python object per operation); the thread pool goes through submit/reap."""
         assert self._impl is not None, "engine not open"
-        if not self._impl.own_loop:
+        if isinstance(self._impl, _ThreadImpl):       # the one backend without its own loop
             return submit_reap_loop(self, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
                                     latencies=latencies)
         return self._impl.closed_loop(kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
@@ -203,7 +216,6 @@ class QueuedEngine:
 
 
 class _DirectImpl:
-    own_loop = True
 
     """Depth 1 without a ring: preadv/pwritev in ``submit``, like the sync engine.
 

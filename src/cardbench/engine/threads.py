@@ -16,7 +16,6 @@ from cardbench.engine.errors import io_error
 class _ThreadImpl:
     """``depth`` threads each doing one blocking preadv/pwritev at a time."""
 
-    own_loop = False
 
     def __init__(self, fd: int, path: str, queue_depth: int) -> None:
         self.fd = fd
@@ -44,6 +43,7 @@ class _ThreadImpl:
                 return
             mv = memoryview(op.buf)[: op.length]
             t0 = perf()
+            item: Completion | Exception
             try:
                 if op.kind == "write":
                     n = os.pwritev(fd, [mv], op.offset)

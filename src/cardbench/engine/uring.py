@@ -11,13 +11,20 @@ import time
 
 from cardbench.engine.base import Completion, IoOp, LoopResult
 from cardbench.engine.errors import io_error
-from cardbench.engine.uring_abi import (_CQE, _IORING_ENTER_GETEVENTS, _OPCODES, _RETRY_ERRNOS, _SQE,
-                                        _SYS_IO_URING_ENTER, _Ring, _perf)
+from cardbench.engine.uring_abi import (
+    _CQE,
+    _IORING_ENTER_GETEVENTS,
+    _OPCODES,
+    _RETRY_ERRNOS,
+    _SQE,
+    _SYS_IO_URING_ENTER,
+    _perf,
+    _Ring,
+)
 from cardbench.errors import UsageError
 
 
 class _UringImpl:
-    own_loop = True
 
     def __init__(self, fd: int, path: str, queue_depth: int, submit_batch: int) -> None:
         self.fd = fd
@@ -30,21 +37,24 @@ class _UringImpl:
         self.unsent: list[int] = []              # slots written into the SQ, not yet entered
         self.inflight = 0                        # entered, not completed
         self.done: list[Completion] = []         # completed, not yet handed out
-        self.addr: dict[int, tuple[object, object, int]] = {}
+        #: id(buffer): (buffer, its ctypes view, address, size); see _address
+        self.addr: dict[int, tuple[object, object, int, int]] = {}
         self.errors: list[Exception] = []         # failed operations, raised one per reap
         #: hand queued entries to the kernel once this many wait (see QueuedEngine)
         self.submit_batch = submit_batch
 
-    def _address(self, buf) -> tuple:
+    def _address(self, buf) -> tuple[object, object, int, int]:
         """(buf, ctypes view, address, size); cached, which keeps the buffer referenced (so mapped)."""
+        c: object
         try:
-            c = ctypes.c_char.from_buffer(buf)
-            a = ctypes.addressof(c)
+            view = ctypes.c_char.from_buffer(buf)
+            c, a = view, ctypes.addressof(view)
             size = memoryview(buf).nbytes
         except TypeError:
             if isinstance(buf, bytes):   # read-only bytes can be written from
-                c = ctypes.c_char_p(buf)
-                a = ctypes.cast(c, ctypes.c_void_p).value
+                ptr = ctypes.c_char_p(buf)
+                # a bytes object's data is never at NULL, so the address is never None
+                c, a = ptr, ctypes.cast(ptr, ctypes.c_void_p).value or 0
                 size = len(buf)
             else:
                 raise
@@ -145,7 +155,7 @@ class _UringImpl:
         try:
             ring.enter(n, want)
         except OSError as e:
-            raise self._enter_failure(e.errno) from None
+            raise self._enter_failure(e.errno or errno.EIO) from None
         finally:
             if n:
                 # the kernel consumed whatever the SQ head says

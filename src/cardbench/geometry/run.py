@@ -184,10 +184,12 @@ def _write_pass(doc: dict, data: DataFile, size: int, target, opts: GeometryOpti
         doc["write"] = {"skipped": "no AU found or declared: give --au SIZE to test open AUs with it"}
         doc["notes"].append("write pass skipped: no AU found or declared (give --au SIZE)")
         return
-    saver = Preserver(target, opts.journal_dir) if opts.preserve else None
+    saver = Preserver(target.block_device(), opts.journal_dir) if opts.preserve else None
     w = writes.Writer(data, saver)
     out: dict = {"au_bytes": au, "au_basis": basis, "preserve": bool(saver)}
     interrupted: BaseException | None = None
+    lin = ran = None
+    fat = None
     try:
         with opts.progress.task("geometry: open AUs and FAT AUs", None):
             lin = writes.open_units(w, size, au, "linear", max_open=opts.max_open, rng=rng)
@@ -206,6 +208,7 @@ def _write_pass(doc: dict, data: DataFile, size: int, target, opts: GeometryOpti
                 doc["error"] = done.kept
     if interrupted is not None:
         raise Interrupted("interrupted; " + (out.get("restore", {}).get("message") or "the device was left as it was"))
+    assert lin is not None and ran is not None and fat is not None
     out.update(linear=lin.to_dict(), random=ran.to_dict(), fat=fat.to_dict())
     doc["write"] = out
     doc["open_units"] = {"linear": lin.count, "random": ran.count}

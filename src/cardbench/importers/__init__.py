@@ -41,11 +41,21 @@ from pathlib import Path
 from cardbench import kinds
 from cardbench.errors import UsageError
 from cardbench.fiojson import load_fio_json
-from cardbench.importers.base import DEFAULT_FILE_SIZE, DEFAULT_FILE_SIZE_TEXT, ImportReport, Skipped
+from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
+from cardbench.importers.base import (
+    DEFAULT_FILE_SIZE,
+    DEFAULT_FILE_SIZE_TEXT,
+    ImportReport,
+    Skipped,
+)
 from cardbench.importers.checks import Flag
-from cardbench.kinds.result import shape_problem as _shape_problem  # noqa: F401  (the result kind's shape check)
+from cardbench.importers.classic import has_average_column, import_table
+from cardbench.importers.fio import import_fio, import_terse
+from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
+from cardbench.importers.legacy_csv import import_csv
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.result import Card
+from cardbench.result import Card, shape_problem
+from cardbench.store.export import read_export
 
 RESULTS_SCHEMA = "cardbench.results/1"
 FORMATS = ("cardbench", "fio", "fio-terse", "fio-normal", "kdiskmark", "crystaldiskmark", "f3", "f3probe", "h2testw", "hdparm",
@@ -77,7 +87,6 @@ def detect_format(text: str, *, path: str | None = None) -> str:
     for fmt, sniff in _sniffers():
         if sniff(text):
             return fmt
-    from cardbench.importers.classic import has_average_column
     if has_average_column(text):
         return "table"
     first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -93,7 +102,6 @@ _DESCRIBED = ("cardbench JSON", "fio JSON", "fio terse", "fio normal output", "K
 
 
 def _sniffers():
-    from cardbench.importers import diskmark, f3, fio, fio_normal, hdparm_dd
     return [("fio-terse", lambda t: any(fio.TERSE_RE.match(ln) for ln in t.splitlines()[:50])),
             ("fio-normal", fio_normal.is_fio_normal),
             ("kdiskmark", diskmark.is_kdiskmark), ("crystaldiskmark", diskmark.is_crystaldiskmark),
@@ -117,8 +125,7 @@ def _json_kind(doc) -> str:
 def import_cardbench(doc, *, path: str) -> ImportReport:
     """An export (:func:`cardbench.store.export.read_export`): results in ``report.results``,
     verify documents in ``report.verify_docs``, probes and sessions in ``report.documents``."""
-    from cardbench.store.export import read_export
-    contents = read_export(doc, path=path, result_problem=_shape_problem)
+    contents = read_export(doc, path=path, result_problem=shape_problem)
     report = ImportReport(path=path, format="cardbench", results=contents.results, verify_docs=contents.verify,
                           documents=[it for it in contents.items() if isinstance(it, dict)
                                      and it.get("schema") != kinds.VERIFY_SCHEMA])
@@ -138,7 +145,6 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
         try:
             doc = json.loads(text) if fmt == "cardbench" else load_fio_json(text)
         except ValueError as e:
-            from cardbench.importers.fio_normal import import_fio_normal, is_fio_normal
             if fmt == "fio" and not forced and is_fio_normal(text):
                 # --output-format=normal,json with a progress line inside the JSON: the normal
                 # output printed beside it carries the same run
@@ -151,7 +157,6 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
             if not isinstance(doc, (dict, list)):
                 raise UsageError(f"{path}: not a cardbench export")
             return import_cardbench(doc, path=path)
-        from cardbench.importers.fio import import_fio
         try:
             return import_fio(doc, path=path, digest=digest, card=card, reader=reader)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -160,19 +165,14 @@ def import_text(text: str, *, path: str = "<text>", fmt: str | None = None, file
     kw = {"path": path, "digest": digest, "reader": reader}
     if fmt in ("table", "csv"):
         if fmt == "table":
-            from cardbench.importers.classic import import_table
             report = import_table(text, file_size=file_size, **kw)
         else:
-            from cardbench.importers.legacy_csv import import_csv
             report = import_csv(text, file_size=file_size, **kw)
         if card is not None:
             report.notes.append("--card applies to single-card formats; survey rows name their cards")
         return report
     if file_size is not None:
         raise UsageError(f"--file-size applies to surveys (table, csv), not to {fmt}")
-    from cardbench.importers import diskmark, f3, hdparm_dd
-    from cardbench.importers.fio import import_terse
-    from cardbench.importers.fio_normal import import_fio_normal
     readers = {"fio-terse": import_terse, "fio-normal": import_fio_normal, "kdiskmark": diskmark.import_kdiskmark,
                "crystaldiskmark": diskmark.import_crystaldiskmark, "f3": f3.import_f3, "f3probe": f3.import_f3probe,
                "h2testw": f3.import_h2testw, "hdparm": hdparm_dd.import_hdparm, "dd": hdparm_dd.import_dd}

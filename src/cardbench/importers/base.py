@@ -6,14 +6,17 @@ import datetime as _dt
 import textwrap
 import uuid
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from cardbench import __version__
 from cardbench.errors import UsageError
 from cardbench.importers.checks import Flag, Printed, check_row
-from cardbench.kinds.verify import summary as verify_line  # noqa: F401  (one line for a verify document)
+from cardbench.kinds.verify import summary as verify_line  # one line for a verify document
 from cardbench.result import Card, Reader, Result, Run, TestResult, beyond_store
+from cardbench.store.export import counts
 from cardbench.units import MB, RATE_UNITS, UnitError, parse_size
+from cardbench.verify.doc import new_doc
 
 #: The file size a survey's write times refer to when neither the option nor the file says:
 #: 42 MB = 42,000,000 B, the file of the classic hand-made table (its X figures, MB/s / 0.15,
@@ -68,7 +71,6 @@ class ImportReport:
             n = len(self.verify_docs)
             what = f"{n} verify verdict{'s' if n != 1 else ''}" + (f" and {what}" if self.results else "")
         if self.export is not None:
-            from cardbench.store.export import counts
             what = counts(self.export.sections())
         out = [f"{self.path}: {what} read as {self.format}"]
         if self.file_size_bytes is not None:
@@ -257,9 +259,7 @@ def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, to
                     device: str | None = None, fix_command: str | None = None, raw: str = "",
                     **fields: Any) -> dict:
     """A ``cardbench.verify/1`` document read from another tool's log (cardbench.verify.doc)."""
-    from pathlib import PurePath
 
-    from cardbench.verify.doc import new_doc
     d = new_doc(mode)
     if card is None or not (card.name or card.brand or card.label):
         # a log that does not name its card is named by its device, else by its file

@@ -30,7 +30,13 @@ from __future__ import annotations
 
 import re
 
-from cardbench.importers.base import ImportReport, Skipped, SurveyRow, none_if_blank, resolve_file_size
+from cardbench.importers.base import (
+    ImportReport,
+    Skipped,
+    SurveyRow,
+    none_if_blank,
+    resolve_file_size,
+)
 from cardbench.importers.checks import RULE, Printed
 
 AVERAGE_WORDS = {"average", "avg", "avg.", "mean"}

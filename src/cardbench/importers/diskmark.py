@@ -46,7 +46,7 @@ import re
 
 from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
-from cardbench.workloads.random import pattern_name
+from cardbench.plan import pattern_name
 from cardbench.result import Card, Run, TestResult
 from cardbench.units import KiB, MiB
 

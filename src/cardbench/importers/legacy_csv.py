@@ -40,7 +40,14 @@ import csv
 import io
 import re
 
-from cardbench.importers.base import (ImportReport, Skipped, SurveyRow, none_if_blank, resolve_file_size)
+from cardbench.errors import UsageError
+from cardbench.importers.base import (
+    ImportReport,
+    Skipped,
+    SurveyRow,
+    none_if_blank,
+    resolve_file_size,
+)
 from cardbench.importers.checks import RULE, Printed
 from cardbench.importers.classic import file_size_directive
 from cardbench.store.query import epoch_of_iso
@@ -125,7 +132,6 @@ def import_csv(text: str, *, path: str, digest: str, file_size=None, reader: str
         report.notes.append("ignored columns: " + ", ".join(unknown))
     present = {role for role, _, _ in roles}
     if not present & {"write_time", "write_times", "write_rate", "read_rate", "read_time"}:
-        from cardbench.errors import UsageError
         raise UsageError(f"{path}: no write or read columns found in the CSV header ({', '.join(header)}); "
                          "see `cardbench import --help` for the accepted headers")
     own_export = {"result_id", "card_identity"} <= {normalize(h) for h in header}

@@ -51,8 +51,22 @@ tests/store/test_store_kinds.py declares a throwaway kind in the test alone and 
 through all of these.
 """
 
-from cardbench.kinds.registry import (RECORDS, Kind, Link, Table, count_items, describe, document_of, kind_for_schema,
-                                      kind_named, kind_names, kind_of, kinds, register, unregister)
+from cardbench.kinds.registry import (
+                                      RECORDS,
+                                      Kind,
+                                      Link,
+                                      Table,
+                                      count_items,
+                                      describe,
+                                      document_of,
+                                      kind_for_schema,
+                                      kind_named,
+                                      kind_names,
+                                      kind_of,
+                                      kinds,
+                                      register,
+                                      unregister,
+)
 
 # the built-in kinds register themselves, in this order (the registry above never imports them)
 from cardbench.kinds import result as _result, verify as _verify, probe as _probe, session as _session  # noqa: E402,F401,I001  isort: skip

@@ -21,8 +21,10 @@ Link = tuple[dict | None, dict | None]
 @dataclass(frozen=True)
 class Table:
     """Where the records of a kind are stored: one row per record in table ``name``, its own id
-    in ``id_column``, its time (epoch seconds: ordering, ``--since``/``--until``) in
-    ``time_column``; ``columns`` more columns, each computed from the document.
+    in ``id_column``, its time (:attr:`Kind.created`) as text in ``..._at`` and in epoch seconds
+    (ordering, ``--since``/``--until``) in ``time_column`` (``..._epoch``); ``columns``: more
+    columns, each (name, function of the document). Every such table also has ``schema``,
+    ``document`` (the JSON text, read back as saved) and ``saved_at``.
 
     ``card_column`` / ``reader_column``: the row has a ``card_id`` / ``reader_id`` column, filled
     from the document's ``card`` / ``reader``, and the ``--card`` / ``--reader`` filters use it;

@@ -76,11 +76,16 @@ def shape_problem(d: Any) -> str | None:
 
 
 def load(d: dict) -> Result:
-    """The Result of a document read from outside; ValueError when a count passes the store's integers."""
+    """The Result of a document read from outside; ValueError when a count passes the store's
+    integers, or its statistics cannot be computed (a run of 1e276 seconds overflows them)."""
     result = Result.from_dict(d)
     problem = beyond_store(result)
     if problem:
         raise ValueError(problem)
+    try:
+        result.to_dict()
+    except ArithmeticError as e:
+        raise ValueError(f"a figure too large to compute with ({e})") from None
     return result
 
 

@@ -9,7 +9,14 @@
 
 from cardbench.report.compare import TestComparison, compare, render_compare
 from cardbench.report.detail import render_result
-from cardbench.report.drawer import FORMATS, RESULTS_SCHEMA, DrawerRow, drawer_row, render, results_json
+from cardbench.report.drawer import (
+           FORMATS,
+           RESULTS_SCHEMA,
+           DrawerRow,
+           drawer_row,
+           render,
+           results_json,
+)
 
 __all__ = ["render", "render_result", "render_compare", "compare", "TestComparison", "DrawerRow", "drawer_row",
            "results_json", "FORMATS", "RESULTS_SCHEMA"]

@@ -18,11 +18,22 @@ from __future__ import annotations
 from typing import Any
 
 from cardbench.errors import UsageError
-from cardbench.report.drawer import (cells, check_rate_unit, drawer_row, fit_drawer,
-                                     headers, md_table, median_iops, other_test_text, sig)
+from cardbench.report.detail import render_result
+from cardbench.report.drawer import (
+    cells,
+    check_rate_unit,
+    drawer_row,
+    fit_drawer,
+    headers,
+    md_table,
+    median_iops,
+    other_test_text,
+    sig,
+)
 from cardbench.report.terminal import plain, to_text
 from cardbench.result import Result
 from cardbench.units import X_BYTES_PER_S, fmt_size, rate_in
+from cardbench.verdicts.ceiling import AT_CEILING, ceilings_for
 
 #: the words for a claim's verdict
 VERDICT_WORDS = {"meets": "holds", "fails": "does not hold", "inconclusive": "cannot tell"}
@@ -71,7 +82,6 @@ def reader_line(result: Result, rate_unit: str = "MB/s") -> str:
         t = limited[0]
         names = ", ".join(x.name for x in limited)
         return f"Reader or bus: {names} {plain(t.limited_by)}."
-    from cardbench.verdicts.ceiling import ceilings_for
     try:
         ceilings = ceilings_for(result)
     except Exception:   # noqa: BLE001 - an odd stored record must not stop the answer
@@ -122,7 +132,6 @@ def other_lines(result: Result, rate_unit: str = "MB/s") -> list[str]:
 
 
 def _warning_lines(result: Result) -> list[str]:
-    from cardbench.verdicts.ceiling import AT_CEILING
     seen: dict[str, None] = {}
     for w in list(result.warnings) + [w for t in result.tests for w in t.warnings]:
         if AT_CEILING in w:
@@ -200,7 +209,6 @@ def render_run(result: Result, fmt: str = "table", rate_unit: str = "MB/s", *, w
     """What ``cardbench run`` prints: ``table`` and ``md`` end with the answer (the row and the
     verdict lines), after every run and its statistics when ``verbose``; ``csv`` is one row per
     timed run, ``json`` the cardbench.result/1 document."""
-    from cardbench.report.detail import render_result
     if fmt in ("json", "csv"):
         return render_result(result, fmt, rate_unit, width=width)
     answer = render_answer(result, fmt, rate_unit, width=width)

@@ -10,12 +10,14 @@ two 95% CIs is a conservative test: a real difference may still show overlapping
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from dataclasses import dataclass
 
 from cardbench.errors import UsageError
-from cardbench.report.drawer import check_rate_unit, md_table, sig
+from cardbench.report.drawer import card_title, check_rate_unit, md_table, sig
+from cardbench.report.terminal import Col, fit_table, to_text
 from cardbench.result import Result
 from cardbench.stats import Summary, summarize
 from cardbench.units import rate_in, x_rating
@@ -92,7 +94,6 @@ def render_compare(rows: list[TestComparison], label_a: str, label_b: str, fmt: 
     if fmt == "md":
         return md_table(head, body, right={1, 2, 3, 4, 5, 6}) + "\n\n" + note + "\n"
     if fmt == "csv":
-        import csv
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         slug = u.replace("/s", "_per_s")
@@ -114,7 +115,6 @@ def render_compare(rows: list[TestComparison], label_a: str, label_b: str, fmt: 
         return buf.getvalue()
     if fmt != "table":
         raise UsageError(f"unknown format {fmt!r} (use table, md, csv or json)")
-    from cardbench.report.terminal import Col, fit_table, to_text
 
     drop = {2: 2, 4: 3, 5: 1}     # the CIs and the difference in MB/s go first at a narrow terminal
     table = fit_table([Col(h, right=0 < i < 7, drop=drop.get(i)) for i, h in enumerate(head)], body, width)
@@ -151,7 +151,6 @@ def resolve_group(store, text: str, by: str = "auto") -> tuple[str, list[Result]
     if by in ("auto", "run"):
         try:
             r = store.get(text)
-            from cardbench.report.drawer import card_title
             return f"run {r.id[:12]} ({card_title(r)})", [r]
         except UsageError:
             if by == "run":

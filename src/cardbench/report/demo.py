@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from cardbench.demo import FAST_READER_NAME
 from cardbench.report.drawer import md_table, results_json
-from cardbench.report.terminal import Col, fit_table, to_text
+from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.result import Result
 from cardbench.units import MB, fmt_x
+from cardbench.verdicts.readers import EVIDENCE_KINDS
 
 FORMATS = ("table", "md", "json")
 HEADERS = ("Card", "Label", "Write set", "Write measured", "Write ratio", "Write X", "Read set", "Read measured",
@@ -40,7 +42,6 @@ def card_line(c: Any, result: Result) -> str:
 
 def card_name(c: Any, result: Result) -> str:
     """"Lexar 48M", and "(other reader)" for the card the demo reads through a second reader."""
-    from cardbench.demo import FAST_READER_NAME
     name = f"{c.brand} {c.capacity_bytes // MB}M"
     return name + " (other reader)" if result.reader.name == FAST_READER_NAME else name
 
@@ -73,8 +74,6 @@ def demo_summary(pairs: Sequence[tuple[Any, Result]]) -> str:
 def reader_answer_lines(answer: dict, factor: float, set_ceiling_mb_s: float) -> list[str]:
     """The survey's open question, answered: the reader's ceiling, the cards it hides, the evidence
     (``answer`` is :func:`cardbench.demo.reader_answer`)."""
-    from cardbench.report.terminal import plain
-    from cardbench.verdicts.readers import EVIDENCE_KINDS
     entry = answer["entry"]
     ceiling = answer["ceiling_bytes_per_s"]
     if not ceiling or entry is None:

@@ -13,6 +13,9 @@ import csv
 import io
 import json
 
+from rich.console import Console
+from rich.table import Table
+
 from cardbench.errors import UsageError
 from cardbench.report.drawer import FORMATS, check_rate_unit, md_table, sig, unit_slug
 from cardbench.result import Result, TestResult
@@ -144,8 +147,6 @@ def _csv(result: Result, unit: str) -> str:
 
 
 def _table(result: Result, unit: str, width: int) -> str:
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
                       highlight=False)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 
-from cardbench.devices import SCHEMA, BlockDevice
+from rich.markup import escape
+
+from cardbench.devices import SCHEMA, BlockDevice, Partition
 from cardbench.errors import UsageError
 from cardbench.report.drawer import md_table
 from cardbench.report.terminal import Col, fit_table, to_text
@@ -49,7 +51,7 @@ def reader_text(d: BlockDevice, markup: bool = True) -> str:
             bits.append(f"[yellow]{_escape(u.note)}[/yellow]" if markup else u.note)
         holder = d.holder() or {}
         bits.append({"reader": "a card reader", "stick": "a stick: the USB device is the card",
-                     "unsure": "a stick or a single-slot reader (cannot tell)"}.get(holder.get("kind"), ""))
+                     "unsure": "a stick or a single-slot reader (cannot tell)"}.get(holder.get("kind") or "", ""))
         return "\n".join(b for b in bits if b)
     if d.card is not None:
         c = d.card
@@ -67,7 +69,8 @@ def reader_text(d: BlockDevice, markup: bool = True) -> str:
 def mounts_text(d: BlockDevice) -> str:
     """Mount points of the device and its partitions, and swap / holder uses."""
     out = []
-    for node in (d, *d.partitions):
+    nodes: list[BlockDevice | Partition] = [d, *d.partitions]
+    for node in nodes:
         for mp in node.mountpoints:
             out.append(f"{node.name}: {mp}" if node is not d else mp)
         if node.swap:
@@ -108,7 +111,6 @@ def model_text(d: BlockDevice, ata: bool = True) -> str:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
     return escape(text)
 
 

@@ -33,7 +33,9 @@ import math
 from dataclasses import dataclass, field
 
 from cardbench.errors import UsageError
+from cardbench.report.terminal import Col, fit_table, to_text
 from cardbench.result import Result, TestResult
+from cardbench.stats import summarize
 from cardbench.units import RATE_UNITS, X_BYTES_PER_S, fmt_size, rate_in, x_rating
 
 RESULTS_SCHEMA = "cardbench.results/1"
@@ -147,7 +149,6 @@ IOPS_BLOCK_MAX = 64 * 1024
 
 def median_iops(t: TestResult) -> float | None:
     """The median IOPS of a test of small requests (random I/O, or blocks up to 64 KiB), else None."""
-    from cardbench.stats import summarize
     block = t.method.get("block_size")
     small = t.name.startswith("rand_") or (isinstance(block, (int, float)) and block <= IOPS_BLOCK_MAX)
     iops = t.iops_values() if small else []
@@ -241,14 +242,12 @@ _DROP = {"Write file": 1, "Capacity": 2, "Avg write (s)": 3, "Write runs (s)": 4
 
 
 def table_columns(rate_unit: str):
-    from cardbench.report.terminal import Col
     return [Col(h, right=3 <= i <= 9, drop=_DROP.get(h), squeeze=h == "Notes") for i, h in enumerate(headers(rate_unit))]
 
 
 def fit_drawer(rows: list[DrawerRow], rate_unit: str, width: int, title: str | None = None):
     """The drawer table of ``rows`` as a rich Table that fits ``width`` (see terminal.fit_table),
     and a line naming the columns left out (None when none were)."""
-    from cardbench.report.terminal import fit_table
     table = fit_table(table_columns(rate_unit), [cells(r, rate_unit) for r in rows], width, title=title,
                       styles=[None if r.complete else "dim" for r in rows])
     left_out = (f"Left out at {width} columns: {', '.join(table.dropped)} (a wider terminal, or a pipe, "
@@ -257,7 +256,6 @@ def fit_drawer(rows: list[DrawerRow], rate_unit: str, width: int, title: str | N
 
 
 def _table(rows: list[DrawerRow], rate_unit: str, width: int) -> str:
-    from cardbench.report.terminal import to_text
     title = f"cardbench results ({len(rows)} run{'s' if len(rows) != 1 else ''})"
     table, left_out = fit_drawer(rows, rate_unit, width, title)
     return to_text([table, legend(rate_unit)] + ([left_out] if left_out else []), width)

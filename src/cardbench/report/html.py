@@ -18,15 +18,23 @@ from html import escape
 from typing import Any
 
 from cardbench import __version__
-from cardbench.report.drawer import card_title, cells, check_rate_unit, drawer_row, headers, legend
+from cardbench.report.drawer import (
+    card_title,
+    cells,
+    check_rate_unit,
+    drawer_row,
+    headers,
+    legend,
+)
+from cardbench.report.geometry import geometry_section
+from cardbench.report.readers import reader_title
 from cardbench.report.svg import Bar, Series, bar_chart, line_chart
+from cardbench.report.terminal import plain
+from cardbench.report.verify import verify_details, verify_sentence
 from cardbench.result import Card, Reader, Result
 from cardbench.units import fmt_size, rate_in, x_rating
-from cardbench.report.readers import reader_title
-from cardbench.report.terminal import plain
-from cardbench.report.geometry import geometry_section
-from cardbench.report.verify import verify_details, verify_sentence
 from cardbench.verdicts.labels import claimed_x
+from cardbench.verdicts.readers import reader_ceilings
 
 CSS = """
 :root { color-scheme: light; }
@@ -64,7 +72,7 @@ def _unique_labels(results: list[Result]) -> list[str]:
     seen: dict[str, int] = {}
     for lab in labels:
         seen[lab] = seen.get(lab, 0) + 1
-    return [f"{lab} ({r.started_at[:10]}, {r.id[:6]})" if seen[lab] > 1 else lab for lab, r in zip(labels, results)]
+    return [f"{lab} ({r.started_at[:10]}, {r.id[:6]})" if seen[lab] > 1 else lab for lab, r in zip(labels, results, strict=True)]
 
 
 def _drawer_table(results: list[Result], rate_unit: str) -> str:
@@ -90,7 +98,7 @@ def _drawer_table(results: list[Result], rate_unit: str) -> str:
 
 def _bars(results: list[Result], labels: list[str], which: str) -> list[Bar]:
     bars = []
-    for r, lab in zip(results, labels):
+    for r, lab in zip(results, labels, strict=True):
         row = drawer_row(r)
         notes = [n for n in row.notes() if n in ("INCOMPLETE",) or n.startswith("limited")]
         bars.append(Bar(label=lab, bytes_per_s=row.write_bytes_per_s if which == "write" else row.read_bytes_per_s,
@@ -100,7 +108,7 @@ def _bars(results: list[Result], labels: list[str], which: str) -> list[Bar]:
 
 def _curves(results: list[Result], labels: list[str], test: str, key: str) -> list[Series]:
     series = []
-    for r, lab in zip(results, labels):
+    for r, lab in zip(results, labels, strict=True):
         t = r.test(test)
         pts = (t.extra or {}).get(key) if t else None
         if not pts:
@@ -146,10 +154,6 @@ def _rate(v: float | None, unit: str) -> str:
 
 
 def _ceilings(results: list[Result], rate_unit: str) -> str:
-    try:
-        from cardbench.verdicts.readers import reader_ceilings
-    except ImportError:
-        return ""
     try:
         found = reader_ceilings(results)
     except Exception as e:  # noqa: BLE001 - a report still renders without this section

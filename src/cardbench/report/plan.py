@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from cardbench.plan import file_limit
 from cardbench.units import fmt_size
 
 
 def plan_document(target, plan, opts) -> dict[str, Any]:
     """The plan as ``run --plan --json`` prints it: the target's free space and largest file
     (``largest_file_by``: the filesystem rule that sets it), the runs, and :meth:`Plan.to_dict`."""
-    from cardbench.plan import file_limit
     limit, limit_name = file_limit(target)
     return {"target": target.path, "filesystem": target.filesystem.describe() if target.filesystem else None,
             "free_bytes": target.space().free, "largest_file": limit, "largest_file_by": limit_name if limit else None,

@@ -16,16 +16,18 @@ from typing import Any
 
 from cardbench.errors import UsageError
 from cardbench.report.drawer import md_table
-from cardbench.report.terminal import Col, fit_table, plain, to_text
+from cardbench.report.terminal import Col, fit_table, nothing_yet, plain, to_text
 from cardbench.units import MB
+from cardbench.verdicts.readers import EVIDENCE_KINDS
 
 FORMATS = ("table", "md", "json")
 LEGEND = ("MB/s = 10^6 bytes per second. Evidence: the same card faster through another reader (direct); "
           "cards read at once that do not add up (direct, `cardbench readers --probe`); several different "
           "cards at one rate (inferred); the link's own limit (an upper bound). \"possible\" means some "
           "evidence speaks against it.")
-NO_READER = ("No card measured through a reader yet (a USB stick is its own card, with no reader): "
-             "nothing to say about readers.")
+NO_READER = nothing_yet("No card measured through a reader",
+                        "`cardbench run DIRECTORY`, with the card in a reader, measures one and stores its result "
+                        "(a USB stick is its own card, with no reader).")
 _HEADERS = ("Reader", "Cards", "Ceiling", "Direction", "At ceiling", "Confidence")
 
 
@@ -47,7 +49,6 @@ def reader_title(name: Any) -> str:
 
 
 def _kind(kind: Any) -> str:
-    from cardbench.verdicts.readers import EVIDENCE_KINDS
     return str(EVIDENCE_KINDS.get(kind, kind))
 
 
@@ -59,7 +60,8 @@ def reader_sentence(row: dict[str, Any]) -> str:
         return f"{name}: no ceiling named ({cards} card{'s' if cards != 1 else ''} measured through it)."
     at = f"; {row['cards_at_ceiling']} of {cards} cards reach it" if row.get("cards_at_ceiling") is not None else ""
     how = f"{row.get('confidence')}, {_kind(row.get('kind'))}" if row.get("kind") else str(row.get("confidence"))
-    return f"{name}: caps {row.get('direction') or 'read'}s at {_rate(row['ceiling_bytes_per_s'])} ({how}{at})."
+    word = f"; it rests on {' and '.join(row['rests_on'])}" if row.get("rests_on") else ""
+    return f"{name}: caps {row.get('direction') or 'read'}s at {_rate(row['ceiling_bytes_per_s'])} ({how}{at}){word}."
 
 
 def evidence_lines(row: dict[str, Any]) -> list[str]:

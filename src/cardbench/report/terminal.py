@@ -8,6 +8,8 @@
   wrap between words; numeric columns never wrap).
 * :func:`plain`: a sentence for a person: the source tags (``[S1][S2]``) that the JSON and the
   README keep are dropped.
+* :func:`nothing_yet`: what an empty listing says (``results``, ``readers``): nothing yet, and the
+  command that fills it.
 
     from cardbench.report.terminal import Col, fit_table, to_text
     table = fit_table([Col("Card", wrap=True), Col("Write (MB/s)", right=True, drop=2)], rows, width=80)
@@ -23,6 +25,13 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
 #: width of tables when stdout is not a terminal: wide enough for the drawer table, so nothing
 #: is cut to rich's 80-column default
 PIPE_WIDTH = 150
@@ -31,6 +40,13 @@ PIPE_WIDTH = 150
 LONG_WORD = 32
 
 _SOURCE_TAGS = re.compile(r"\s*(?:\[S\d+\])+")
+
+
+def nothing_yet(what: str, fill: str) -> str:
+    """What a listing says when the store holds nothing for it, in one wording for every command:
+    nothing yet, and the command that fills it. ``what``: "No result stored"; ``fill``: the
+    command and what it does, a sentence."""
+    return f"{what} yet: nothing to show. {fill}"
 
 
 def terminal_width(stream=None) -> int:
@@ -53,7 +69,6 @@ def plain(text: object) -> str:
 
 def text_console(width: int):
     """A rich console that records plain text (no colour, no markup highlighting) at ``width``."""
-    from rich.console import Console
     return Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False,
                    highlight=False)
 
@@ -88,17 +103,12 @@ class Col:
 
 def _words(text: str, markup: bool) -> tuple[int, int]:
     """(widest line, longest word) of a cell, in terminal cells (markup removed when it is markup)."""
-    from rich.cells import cell_len
-    from rich.text import Text
     lines = (Text.from_markup(text).plain if markup else text).splitlines() or [""]
     return (max(cell_len(x) for x in lines),
             max((cell_len(w) for x in lines for w in x.split()), default=0))
 
 
 def _build(columns, keep, rows, styles, title, widths, table_kw, markup=False):
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
     table_kw = {"box": box.SIMPLE_HEAD, "show_edge": False, **table_kw}
     table = Table(title=Text(title) if title and not markup else title, title_justify="left", **table_kw)
     for i in keep:
@@ -122,7 +132,6 @@ def fit_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
     break a word. The dropped headers are in ``table.dropped`` (a list), so a caller can say
     what it left out.
     """
-    from rich.measure import Measurement
 
     console = text_console(max(width, 1))
     if rows:    # a column with nothing in it says nothing: left out
@@ -139,7 +148,7 @@ def fit_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
         # a word longer than LONG_WORD (a path) folds anyway: it does not get to drop columns
         least[i] = natural[i] if not c.wrap else max(1, min(LONG_WORD, max(s[1] for s in sizes)))
     keep = list(range(len(columns)))
-    order = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
+    order = [i for _, i in sorted((c.drop, i) for i, c in enumerate(columns) if c.drop is not None)]
     while True:
         # what borders and padding take: the table with every column one cell wide, less those cells
         bare = _build(columns, keep, [], None, None, {i: 1 for i in keep}, table_kw)

@@ -6,7 +6,10 @@ it (:func:`verify_sentence`, f3's model), then the details.
 
 from __future__ import annotations
 
+from rich.table import Table
+
 from cardbench.report.drawer import md_table
+from cardbench.report.readers import reader_title
 from cardbench.report.terminal import Col, fit_table, plain, to_text
 from cardbench.units import fmt_rate, fmt_seconds, fmt_size
 
@@ -23,7 +26,6 @@ def verify_cells(doc: dict) -> list[str]:
     notes = []
     if not doc.get("complete", True):
         notes.append("INCOMPLETE: " + str(doc.get("error") or "stopped early"))
-    from cardbench.report.readers import reader_title
     return [name, reader_title(reader.get("name") or reader.get("identity")) if reader else "-", str(doc.get("mode") or "-"),
             str(doc.get("verdict") or "-").upper(), fmt_size(doc.get("announced_bytes")),
             fmt_size(doc.get("usable_bytes")), str(doc.get("kind") or "-"), str(len(bad)) if bad else "-",
@@ -49,7 +51,10 @@ def verify_sentence(doc: dict, *, mib: bool = False) -> list[str]:
     only 16.8 MB of the 67.1 MB it announces are usable." then "Fix: ..." (f3's ending)."""
     verdict = doc.get("verdict")
     announced, usable = doc.get("announced_bytes"), doc.get("usable_bytes")
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     lines = []
     if not doc.get("complete", True):
         lines.append(f"The check stopped before the end: {plain(doc.get('error') or 'no reason recorded')}; "
@@ -91,7 +96,10 @@ def _sz(n, mib: bool) -> str:
 def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
     """The figures behind the verdict, as (what, value) pairs."""
     unit = "MiB/s" if mib else "MB/s"
-    size = (lambda n: fmt_size(n, binary=mib))
+
+    def size(n: int | float | None) -> str:
+        return fmt_size(n, binary=mib)
+
     rows: list[tuple[str, str]] = [("target", str(doc.get("device") or (doc.get("target") or {}).get("path")))]
     card = doc.get("card") or {}
     if card.get("serial") or card.get("model"):
@@ -151,7 +159,6 @@ def verify_details(doc: dict, *, mib: bool = False) -> list[tuple[str, str]]:
 def render_verify_doc(doc: dict, *, mib: bool = False, width: int = 80) -> str:
     """One verify document as `cardbench verify` prints it: the sentence first, then the details
     and, for full mode, the speed over the card."""
-    from rich.table import Table
     unit = "MiB/s" if mib else "MB/s"
     title = "cardbench verify (" + ("quick probe" if doc.get("mode") == "quick" else "full check") + ")"
     details = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)

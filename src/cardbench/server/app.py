@@ -37,6 +37,7 @@ from starlette.routing import Route
 
 from cardbench import kinds
 from cardbench.errors import CardbenchError, StoreError, UsageError
+from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
@@ -162,7 +163,6 @@ async def read_body(request: Request, max_body: int) -> bytes:
 def _own_ids(doc: Any) -> None:
     """Every result uploaded carries its own id (a retry must name the same record), a card and
     a list of tests: a bare ``{"schema": "cardbench.result/1"}`` is not a run."""
-    from cardbench.result import SCHEMA as RESULT_SCHEMA
     if isinstance(doc, list):
         docs = doc
     elif isinstance(doc, dict) and doc.get("schema") == RESULT_SCHEMA:
@@ -188,11 +188,12 @@ def _bearer(request: Request) -> str | None:
 def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY) -> Starlette:
     srv = Server(db, read_token=read_token, max_body=max_body)
 
-    def guarded(fn, *, html: bool = False):
+    def guarded(fn, *, html: bool = False, writes: bool = False):
+        """``writes``: the endpoint checks a station's token itself (no read token asked)."""
         async def endpoint(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                if not getattr(fn, "writes", False):
+                if not writes:
                     srv.check_read(request)
                 resp = await fn(request)
             except HTTPError as e:
@@ -365,7 +366,6 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         out, contents = await run_in_threadpool(srv.store_records, station, raw)
         _publish(station, contents)
         return JSONResponse(out, status_code=200)
-    api_records.writes = True
 
     async def api_live(request: Request) -> Response:
         token = _bearer(request)
@@ -384,7 +384,6 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
               "at": time.strftime("%H:%M:%S")}
         srv.live.publish(station, ev)
         return JSONResponse({"ok": True})
-    api_live.writes = True
 
     def _publish(station: str, contents) -> None:
         if not srv.live.queues.get(station) and not contents.results:
@@ -412,10 +411,10 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/api/v1/results", guarded(api_results)),
         Route("/api/v1/export", guarded(api_results)),
         Route("/api/v1/results/{id}", guarded(api_result)),
-        Route("/api/v1/records", guarded(api_records), methods=["POST"]),
+        Route("/api/v1/records", guarded(api_records, writes=True), methods=["POST"]),
         Route("/api/v1/records/{kind}", guarded(api_kind)),
         Route("/api/v1/records/{kind}/{id}", guarded(api_record)),
-        Route("/api/v1/live", guarded(api_live), methods=["POST"]),
+        Route("/api/v1/live", guarded(api_live, writes=True), methods=["POST"]),
     ]
 
     async def server_error(request: Request, exc: Exception) -> Response:

@@ -98,7 +98,7 @@ def claimer(station: str):
         db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT (kind, record_id) DO NOTHING",
                        [(kind, rid, station, now) for kind, rid in kinds_and_ids])
-        owners = {}
+        owners: dict[tuple[str, str], str] = {}
         for k in dict.fromkeys(kind for kind, _ in kinds_and_ids):        # the primary key's order
             owners.update(((k, rid), st) for rid, st in db.rows_in(
                 "SELECT record_id, station FROM record_stations WHERE kind = ? AND record_id {in}",

@@ -13,7 +13,14 @@ read at once), ``save_session``, ``sessions`` (drawer sessions), ``save_all`` (a
 transaction), ``cards``, ``readers``, ``count``, ``check``, ``close`` (also a context manager). Schema and migrations: ``store.schema``; every kind out and back in: ``store.export``.
 """
 
-from cardbench.store.core import PROBE_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA, Store, default_path, open_store
+from cardbench.store.core import (
+    PROBE_SCHEMA,
+    SESSION_SCHEMA,
+    VERIFY_SCHEMA,
+    Store,
+    default_path,
+    open_store,
+)
 from cardbench.store.schema import LATEST as SCHEMA_VERSION
 
 __all__ = ["Store", "open_store", "default_path", "SCHEMA_VERSION", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA"]

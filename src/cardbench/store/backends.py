@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
+from urllib.parse import quote
 
 from cardbench.errors import StoreError
 from cardbench.store.schema import APP, SQLITE_APPLICATION_ID, TABLES
@@ -176,7 +177,6 @@ class SQLiteBackend(Backend):
     def _open_immutable(self, why: BaseException) -> None:
         """For a command that only reads: a store whose file system is full or read-only (SQLite
         cannot make its shared-memory file there) is read as it was last checkpointed, untouched."""
-        from urllib.parse import quote
         try:
             self.conn = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?immutable=1", uri=True)
             self.check_not_foreign()
@@ -267,7 +267,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str):
         self.location = redact_url(url)
-        try:
+        try:   # function-level: psycopg is the optional postgres extra; without it, one line
             import psycopg
             import psycopg.errors
         except ImportError:

@@ -15,14 +15,28 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+import platformdirs
+
 from cardbench import kinds
 from cardbench.errors import StoreError, UsageError
 from cardbench.kinds import PROBE_SCHEMA, RESULT_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA  # noqa: F401  (re-exported)
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
-from cardbench.store.backends import (IN_CHUNK, Backend, PostgresBackend, SQLiteBackend, first_line,
-                                      redact_url)
-from cardbench.store.schema import APP, MIGRATIONS, SCHEMA_VERSION_DDL, Migration, check_migrations
+from cardbench.store.backends import (
+    IN_CHUNK,
+    Backend,
+    PostgresBackend,
+    SQLiteBackend,
+    first_line,
+    redact_url,
+)
+from cardbench.store.schema import (
+    APP,
+    MIGRATIONS,
+    SCHEMA_VERSION_DDL,
+    Migration,
+    check_migrations,
+)
 
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
@@ -33,7 +47,6 @@ RECONNECTS = 2
 
 def default_path() -> Path:
     """platformdirs.user_data_dir("cardbench")/results.sqlite3 (the directory is created)."""
-    import platformdirs
 
     d = Path(platformdirs.user_data_dir("cardbench"))
     try:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+import platformdirs
+
 from cardbench import kinds
 from cardbench.errors import UsageError
 from cardbench.kinds import document_of
@@ -36,7 +38,6 @@ Item = Union[Result, dict]
 
 
 def outbox_dir() -> Path:
-    import platformdirs
     return Path(platformdirs.user_data_dir("cardbench")) / "outbox"
 
 
@@ -157,7 +158,7 @@ def flush(store: Any, key: str, directory: Path | None = None) -> Flushed:
             try:
                 item = entry.item()
                 store.save_record(item)
-            except (UsageError, ValueError, KeyError, TypeError):
+            except (UsageError, ValueError, KeyError, TypeError, ArithmeticError):
                 _set_aside(path)
                 done.bad.append(path)
                 continue

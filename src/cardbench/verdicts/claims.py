@@ -140,7 +140,7 @@ def judge_check(result: Result, claim: Claim, check: Check, ceilings: Ceilings) 
     if c is not None and c.limit_bytes_per_s < required:
         return _row(claim, check, **base, reason=(
             f"{got}: this path cannot show it ({c.describe()}); test the card in a faster reader"))
-    if s.too_wide and check.unit == "B/s":
+    if s.too_wide and s.ci95 is not None and check.unit == "B/s":    # too wide: two runs or more, so a CI
         return _row(claim, check, **base, reason=(
             f"{got}: spread too wide to judge the label by (the runs went from {_fmt(s.min, check.unit)} to "
             f"{_fmt(s.max, check.unit)}, {s.spread:.0%} of the median; 95% CI {_fmt(s.ci95[0], check.unit)} to "

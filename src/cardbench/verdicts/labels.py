@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cardbench.errors import UsageError
-from cardbench.units import GB, GiB, KB, KiB, MB, MiB
+from cardbench.units import GB, KB, MB, GiB, KiB, MiB
 from cardbench.verdicts.ratings import ratings
 
 #: test names per measured aspect, in order of preference (the first one present is judged)

@@ -53,11 +53,18 @@ from __future__ import annotations
 
 import statistics
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Mapping
 
 from cardbench.result import Card, Reader, Result
 from cardbench.units import MB
-from cardbench.verdicts.ceiling import clear_limits, memory_speed, mode_rate, near_fraction
+from cardbench.verdicts.ceiling import (
+    clear_limits,
+    memory_speed,
+    mode_rate,
+    near_fraction,
+    path_ceiling,
+)
+from cardbench.verdicts.check import check_result
 from cardbench.verdicts.labels import READ_TESTS
 from cardbench.verdicts.labels import WRITE_TESTS as LABEL_WRITE_TESTS
 
@@ -82,18 +89,45 @@ def card_name(card: Card) -> str:
     return name or card.model or card.label or card.identity()
 
 
-def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[str, dict[str, float]]]:
-    """Card names and best medians per direction: ({card_id: name}, {"read": {card_id: bps}, ...}).
-    ``names`` also holds, under ``OWN``, the identities that are the cards' own (see
-    :meth:`cardbench.result.Card.own_identity`)."""
+#: the results whose card name a person typed: ``cardbench run --name`` and the drawer's name prompt
+#: (cardbench's own measurements). An importer's name comes from a file or a device path, the
+#: demo's from the program: no one vouched for those.
+NAMED_SOURCES = ("run",)
+
+
+def same_card_basis(result: Result) -> str | None:
+    """What makes this record's card "the same card" as another record of its identity, for the
+    reader verdicts: "own" (its own identity: CID, ATA serial, a stick's or a disk's serial,
+    :meth:`cardbench.result.Card.own_identity`), "named" (a name the person typed, ``--name`` or
+    the drawer's prompt: the person vouches that it is one card), or None (a size, a brand, a name
+    from an imported file: two cards can share it)."""
+    card = result.card
+    if card.own_identity():
+        return "own"
+    if (card.name or "").strip() and result.source in NAMED_SOURCES and card.identity().startswith("user:"):
+        return "named"
+    return None
+
+
+def as_named(name: str) -> str:
+    """A card that is one card on the person's word, as every verdict names it."""
+    return f"{name}, as you named it"
+
+
+def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[str, dict[str, float]],
+                                                   dict[str, str]]:
+    """Card names and best medians per direction: ({card_id: name}, {"read": {card_id: bps}, ...},
+    {card_id: "own" | "named"}), the last for the cards that can be "the same card" across
+    readers (:func:`same_card_basis`)."""
     names: OrderedDict[str, str] = OrderedDict()
     best: dict[str, dict[str, float]] = {"read": {}, "write": {}}
     memory = memory_speed()
-    own: set[str] = set()
+    same: dict[str, str] = {}
     for result in results:
         cid = result.card.identity()
-        if result.card.own_identity():
-            own.add(cid)
+        basis = same_card_basis(result)
+        if basis is not None and same.get(cid) != "own":
+            same[cid] = basis
         for direction, tests in (("read", READ_TESTS), ("write", WRITE_TESTS)):
             for test in result.tests:
                 if test.name not in tests or not test.complete:
@@ -104,8 +138,7 @@ def _best_figures(results: list[Result]) -> tuple["OrderedDict[str, str]", dict[
                 names.setdefault(cid, card_name(result.card))
                 if median > best[direction].get(cid, 0.0):
                     best[direction][cid] = median
-    best["own"] = {cid: 1.0 for cid in own}
-    return names, best
+    return names, best, same
 
 
 def _cluster(values: dict[str, float], tolerance: float) -> list[str]:
@@ -130,7 +163,7 @@ def _count(n: int) -> str:
     return f"{n} card" if n == 1 else f"{n} cards"
 
 
-def _names(ids: list[str], names: dict[str, str], values: dict[str, float]) -> str:
+def _names(ids: list[str], names: Mapping[str, str], values: dict[str, float]) -> str:
     return ", ".join(f"{names[i]} {_mbs(values[i])}" for i in sorted(ids, key=lambda k: values[k]))
 
 
@@ -255,7 +288,8 @@ EVIDENCE_KINDS = {"same_card": "the same card through another reader", "probe": 
 _KIND_ORDER = {"same_card": 0, "probe": 1, "cluster": 2}
 
 
-def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str], dict[str, dict[str, float]]]],
+def same_card_findings(identity: str,
+                       per_reader: Mapping[str, tuple[Mapping[str, str], dict[str, dict[str, float]], dict[str, str]]],
                        reader_names: dict[str, str], *, gap: float = SAME_CARD_GAP,
                        tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
     """The same card (by identity) measured through this reader and another: when the other
@@ -264,33 +298,40 @@ def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str]
     ``per_reader``: {reader identity: _best_figures(its results)}. One finding per direction
     with such a card: ``kind`` "same_card", ``ceiling_bytes_per_s`` the best figure of those
     cards through this reader, ``confidence`` "likely" (no card through this reader is faster
-    than that by more than ``tolerance``) or "possible", ``cards`` the comparisons.
+    than that by more than ``tolerance``) or "possible", ``cards`` the comparisons, ``rests_on``
+    the cards that are one card on the person's word (:func:`as_named`; empty when every card
+    is known by its own identity).
 
-    Only a card known by its own identity (its CID, ATA serial, a stick's or a disk's serial:
-    :meth:`cardbench.result.Card.own_identity`) is "the same card": a size or a name a person gave
-    can be two cards (two sticks of one size taken for one anonymous card once named a false
-    ceiling)."""
-    names, best = per_reader[identity]
+    "The same card" is a card known by its own identity (its CID, ATA serial, a stick's or a
+    disk's serial) or one the person named (``--name``, the drawer's prompt), in the records of
+    both readers (:func:`same_card_basis`). A size or a brand can be two cards (two sticks of one
+    size taken for one anonymous card once named a false ceiling), and so can a name read from an
+    imported file."""
+    names, best, same = per_reader[identity]
     out = []
     for direction in ("read", "write"):
         mine = best[direction]
-        pairs = []
-        for other, (_, other_best) in per_reader.items():
+        pairs: list[dict[str, Any]] = []
+        for other, (_, other_best, other_same) in per_reader.items():
             if other == identity:
                 continue
             for cid, here in mine.items():
-                if cid not in best.get("own", {}) or cid not in other_best.get("own", {}):
+                if cid not in same or cid not in other_same:
                     continue
                 there = other_best[direction].get(cid)
                 if there is not None and there > here * (1 + gap):
-                    pairs.append({"card": names[cid], "card_identity": cid, "here_bytes_per_s": here,
+                    named = "named" in (same[cid], other_same[cid])
+                    pairs.append({"card": as_named(names[cid]) if named else names[cid], "card_identity": cid,
+                                  "rests_on": "name" if named else "identity", "here_bytes_per_s": here,
                                   "other_reader": reader_names.get(other, other), "other_bytes_per_s": there})
         if not pairs:
             continue
         ceiling = max(p["here_bytes_per_s"] for p in pairs)
         faster = [cid for cid, v in mine.items() if v > ceiling * (1 + tolerance)]
-        said = "; ".join(f"{p['card']} {'reads' if direction == 'read' else 'writes'} {_mbs(p['other_bytes_per_s'])} "
-                         f"through the other reader ({p['other_reader']}) but {_mbs(p['here_bytes_per_s'])} here"
+        verb = "reads" if direction == "read" else "writes"
+        said = "; ".join(f"{p['card']}{',' if p['rests_on'] == 'name' else ''} {verb} "
+                         f"{_mbs(p['other_bytes_per_s'])} through the other reader ({p['other_reader']}) but "
+                         f"{_mbs(p['here_bytes_per_s'])} here"
                          for p in sorted(pairs, key=lambda p: p["here_bytes_per_s"]))
         evidence = f"the same card through two readers: {said}, so this reader caps {direction}s at {_mbs(ceiling)}"
         if faster:
@@ -298,7 +339,8 @@ def same_card_findings(identity: str, per_reader: dict[str, tuple[dict[str, str]
                          f"({_names(faster, names, mine)}), so it is no hard limit")
         out.append({"kind": "same_card", "direction": direction, "ceiling_bytes_per_s": ceiling,
                     "confidence": "possible" if faster else "likely", "cards": pairs,
-                    "cards_at_ceiling": len(pairs), "evidence": evidence})
+                    "cards_at_ceiling": len(pairs), "evidence": evidence,
+                    "rests_on": [p["card"] for p in pairs if p["rests_on"] == "name"]})
     return out
 
 
@@ -332,7 +374,6 @@ def judge_shared(measured: dict[str, Any], *, near: float = SHARED_NEAR, total: 
 def link_finding(group: list[Result]) -> dict[str, Any] | None:
     """What the link itself can carry (USB link speed and protocol, or the SD bus), from the
     newest result of the reader that knows it: an upper bound, not an observation."""
-    from cardbench.verdicts.ceiling import path_ceiling
     for r in reversed(group):
         bus = r.target.get("sd_bus") if isinstance(r.target, dict) and isinstance(r.target.get("sd_bus"), dict) else {}
         c = path_ceiling(r.reader, sd_mode=bus.get("mode"), sd_clock_hz=bus.get("clock_hz"))
@@ -351,7 +392,9 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
     Each entry: ``identity``, ``name``, ``cards`` (distinct cards measured), then the strongest
     finding (likely > possible > none; direct evidence before clustering, read first on a tie):
     ``ceiling_bytes_per_s`` (None when none is named), ``direction``, ``cards_at_ceiling``,
-    ``confidence`` ("likely" | "possible" | "none"), ``kind`` and ``evidence`` (in words).
+    ``confidence`` ("likely" | "possible" | "none"), ``kind`` and ``evidence`` (in words),
+    ``rests_on`` (the cards it holds for one card on the person's word: "yardstick-1, as you
+    named it"; empty when it rests on no name).
     ``findings`` holds both directions' clustering findings in full; ``direct`` the direct
     evidence (the same card through another reader: :func:`same_card_findings`; cards read at
     once: ``probes``, :func:`judge_shared` findings with a ``reader_identity``); ``link`` what
@@ -373,7 +416,7 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
         name = reader_names[identity]
         if not group:
             name = next((p.get("reader") for p in probes or [] if p.get("reader_identity") == identity), None) or name
-        names, best = per_reader[identity]
+        names, best, _ = per_reader[identity]
         modes = card_modes(group)
         findings = [find_ceiling(best["read"], best["write"], names, "read",
                                  tolerance=tolerance, min_cards=min_cards, spread=spread, modes=modes),
@@ -393,8 +436,9 @@ def reader_ceilings(results: list[Result], *, tolerance: float = TOLERANCE, min_
         out.append({"identity": identity, "name": name, "cards": len(names),
                     "ceiling_bytes_per_s": top["ceiling_bytes_per_s"], "direction": top["direction"],
                     "cards_at_ceiling": top["cards_at_ceiling"], "confidence": top["confidence"],
-                    "kind": top["kind"], "evidence": evidence, "findings": findings, "direct": direct,
-                    "link": link, "pieces": direct + findings + ([link] if link else [])})
+                    "kind": top["kind"], "evidence": evidence, "rests_on": list(top.get("rests_on") or []),
+                    "findings": findings, "direct": direct, "link": link,
+                    "pieces": direct + findings + ([link] if link else [])})
     return out
 
 
@@ -403,7 +447,6 @@ def rejudge_result(result: Result, observed: list[dict[str, Any]] | None) -> boo
     ``observed`` (:func:`reader_ceilings` output): ceiling marks cleared and set again
     (:func:`cardbench.verdicts.ceiling.clear_limits`, then
     :func:`cardbench.verdicts.check_result`). True when anything in the result changed."""
-    from cardbench.verdicts import check_result   # the package imports this module
     before = result.to_dict()
     clear_limits(result)
     check_result(result, ssr=result.target.get("ssr_classes"), observed=observed)

@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 from cardbench import __version__
+from cardbench.devices.identity import identify
 from cardbench.kinds import VERIFY_SCHEMA as SCHEMA
 from cardbench.result import Card, Reader, host_info, now_iso
 from cardbench.verify.verdict import VERDICTS  # noqa: F401  (part of the document's vocabulary)
@@ -94,7 +95,6 @@ def identity(dev) -> tuple[Card | None, Reader | None]:
     the same rule as every other record (:func:`cardbench.devices.identity.identify`)."""
     if dev is None:
         return None, None
-    from cardbench.devices.identity import identify
     card, reader = Card(), Reader()
     identify(dev, card, reader)
     return card, (reader if (reader.vendor_id or reader.name or reader.transport) else None)

@@ -21,6 +21,7 @@ are removed at the end unless ``keep_files``; after an interruption they stay fo
 import os
 from typing import Any
 
+from cardbench.target import Target
 from cardbench.verify.full_run import CHUNK, FillRun
 from cardbench.verify.full_sources import DeviceRun, DirRun
 from cardbench.verify.full_state import FILE_RE, STATE_NAME, default_file_bytes
@@ -29,12 +30,12 @@ from cardbench.verify.options import VerifyOptions, target_kind
 __all__ = ["CHUNK", "FILE_RE", "STATE_NAME", "DeviceRun", "DirRun", "FillRun", "default_file_bytes", "verify_full"]
 
 
-def verify_full(target, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
+def verify_full(target: Target, *, destructive: bool = False, resume: bool = False, keep_files: bool = False,
                 file_bytes: int | None = None, progress=None, seed: int | None = None,
                 check_safety: bool = True, max_bytes: int | None = None,
                 state_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Fill and check a mounted filesystem (``target`` a directory) or a whole block device
-    (``destructive=True`` required); ``target`` from :func:`cardbench.target.open_target`, or a path. Returns a ``cardbench.verify/1`` document (mode "full").
+    (``destructive=True`` required); ``target`` from :func:`cardbench.target.open_target`. Returns a ``cardbench.verify/1`` document (mode "full").
 
     ``resume``: continue the interrupted run found at ``target``. ``keep_files``: leave the
     files (directory mode). ``state_dir``: where the state is kept (a block device) or mirrored
@@ -45,9 +46,6 @@ def verify_full(target, *, destructive: bool = False, resume: bool = False, keep
     device without ``destructive``: UsageError). Ctrl-C raises ``Interrupted`` (``.doc`` is the
     partial document; the files and state stay for ``resume``).
     """
-    from cardbench.target import Target, open_target
-    if not isinstance(target, Target):
-        target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
     VerifyOptions(full=True, destructive=destructive, resume=resume, keep_files=keep_files,
                   file_bytes=file_bytes).check(target_kind(target), target.path)
     if target.is_directory:

@@ -10,28 +10,42 @@ import math
 import os
 import secrets
 import time
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile, open_raw
 from cardbench.engine.errors import FULL, GONE, GONE_WORDS, IO_ERRORS, describe
-from cardbench.patterns import CLASSES, DROPPED_CLASSES, SECTOR, Pattern, bad_runs, merge_ranges
 from cardbench.errors import Interrupted
+from cardbench.patterns import (
+    CLASSES,
+    DROPPED_CLASSES,
+    SECTOR,
+    Pattern,
+    bad_runs,
+    merge_ranges,
+)
 from cardbench.progress import NullProgress
-from cardbench.target import GONE_WAIT
+from cardbench.target import GONE_WAIT, Target
 from cardbench.verify.doc import fix_for, new_doc, now_iso
-from cardbench.verify.full_state import MiB, STATE_SCHEMA
+from cardbench.verify.full_state import STATE_SCHEMA, MiB
 from cardbench.verify.verdict import in_card_order, judge_fill
 
 CHUNK = 4 * MiB
 MAX_RANGES = 256
 _DROPPED = {CLASSES[c] for c in DROPPED_CLASSES}
 
+T = TypeVar("T", bound=Target)
 
-class FillRun:
+
+class FillRun(Generic[T]):
     """What directory and device runs share: the write pass, the read pass, the verdict."""
 
     mode_target = "directory"
+    # set by each kind of run (verify/full_sources.py): what is filled; a device run's device
+    # path; the whole device under a directory run's directory, None when unknown
+    target: T
+    path: str
+    device_path: str | None
 
     def __init__(self, progress, seed, file_bytes, resume, max_bytes):
         self.progress = progress or NullProgress()
@@ -61,10 +75,13 @@ class FillRun:
 
     # -- to be provided ---------------------------------------------------------------------------
     def save_state(self) -> None: ...
-    def open_unit_write(self, unit: dict) -> tuple[int, bool]: ...
-    def open_unit_read(self, unit: dict) -> tuple[int, bool]: ...
+    def open_unit_write(self, unit: dict) -> tuple[int, bool]:
+        raise NotImplementedError
+    def open_unit_read(self, unit: dict) -> tuple[int, bool]:
+        raise NotImplementedError
     def close_unit(self, fd: int) -> None: ...
-    def unit_offset(self, unit: dict) -> int: ...   # where the unit's byte 0 is in its fd
+    def unit_offset(self, unit: dict) -> int:   # where the unit's byte 0 is in its fd
+        raise NotImplementedError
     def next_unit(self) -> dict | None: ...
     def physical(self, virtual: int, length: int = SECTOR) -> list[tuple[int, int]] | None: ...
 
@@ -253,8 +270,9 @@ class FillRun:
                     if j.first_bad is not None:
                         if res["first_bad"] is None:
                             res["first_bad"] = j.first_bad
-                        for s, e, c in bad_runs(j.classes, unit["base"] + done):
-                            res["bad_runs"].append([s, e, CLASSES[c]])
+                        assert j.classes is not None        # judged with keep_classes
+                        for start, end, c in bad_runs(j.classes, unit["base"] + done):
+                            res["bad_runs"].append([start, end, CLASSES[c]])
                         if len(res["bad_runs"]) > MAX_RANGES:
                             res["bad_runs"] = coarsen(res["bad_runs"])
                         for where, belongs in j.misplaced:
@@ -329,7 +347,8 @@ class FillRun:
                 if cls in _DROPPED:
                     self.dropped_phys.append((ps, ps + pn))
 
-    def planned_total(self) -> int: ...
+    def planned_total(self) -> int:
+        raise NotImplementedError
 
     def _lost_in_card_order(self, units: list[dict], physical_ok: bool) -> list[list[int]]:
         """The lost ranges laid out in the card's order (verdict.in_card_order) when every written
@@ -370,8 +389,8 @@ class FillRun:
         wrap = None
         if self.distances:
             g = 0
-            for d in self.distances:
-                g = math.gcd(g, d)
+            for dist in self.distances:
+                g = math.gcd(g, dist)
             wrap = g if g >= MiB and g % SECTOR == 0 else None
         usable: int | None = announced
         basis = "announced (every byte written read back right)"
@@ -405,7 +424,7 @@ class FillRun:
         if physical_ok:
             ranges = merge_ranges([(offset_on_device + s, offset_on_device + e) for s, e in self.bad_phys], gap=MiB)
             if tail_start is not None and whole_size:
-                ranges = merge_ranges([r for r in ranges if r[0] < tail_start] + [(tail_start, whole_size)])
+                ranges = merge_ranges([r for r in ranges if r[0] < tail_start] + [[tail_start, whole_size]])
             space = "device"
         else:
             ranges = merge_ranges(self.bad_virtual, gap=MiB)

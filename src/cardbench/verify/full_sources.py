@@ -8,24 +8,37 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cardbench.devices import resolve_device
+from cardbench.devices.lock import key_of_stat, target_lock
+from cardbench.devices.safety import check_destructive, open_exclusive
+from cardbench.engine.fiemap import path_extents
 from cardbench.errors import CardbenchError, Interrupted, TargetError, UsageError
 from cardbench.patterns import SECTOR, merge_ranges
 from cardbench.verify.doc import fix_for, identity
 from cardbench.verify.full_run import FillRun, open_fill_file
-from cardbench.verify.full_state import (FILE_PREFIX, FILE_RE, FILE_SUFFIX, GiB, MiB, STATE_NAME, default_file_bytes,
-                                         read_json, write_json)
+from cardbench.verify.full_state import (
+    FILE_PREFIX,
+    FILE_RE,
+    FILE_SUFFIX,
+    STATE_NAME,
+    GiB,
+    MiB,
+    default_file_bytes,
+    read_json,
+    write_json,
+)
 from cardbench.verify.full_state import state_dir as default_state_dir
+from cardbench.workloads.files import drop_cache
 
 
 class DirRun(FillRun):
     mode_target = "directory"
 
     def __init__(self, target, *, progress, seed, file_bytes, resume, keep_files, max_bytes, state_dir=None):
-        """``target``: a directory target (cardbench.target.open_target), or its path."""
+        """``target``: a directory target (:meth:`cardbench.target.DirTarget.open`)."""
         super().__init__(progress, seed, file_bytes, resume, max_bytes)
         self.state_root = Path(state_dir) if state_dir is not None else default_state_dir()
-        from cardbench.target import DirTarget
-        self.target = target if isinstance(target, DirTarget) else DirTarget.open(target)
+        self.target = target
         self.dir = Path(self.target.path)
         self.keep_files = keep_files
         self.state_path = self.dir / STATE_NAME
@@ -43,7 +56,6 @@ class DirRun(FillRun):
         if not dev:
             return
         try:
-            from cardbench.devices import resolve_device
             whole, part = resolve_device(dev, devno=self.target.device_devno)
         except CardbenchError:
             return
@@ -71,7 +83,6 @@ class DirRun(FillRun):
 
     def _mirror_name(self) -> str:
         if getattr(self, "_mirror", None) is None:
-            from cardbench.devices.lock import key_of_stat
             st = self.target._st
             self._mirror = (f"{key_of_stat(st)}.json" if st is not None
                             else f"dir-{self.target.lock_key}.json")
@@ -150,7 +161,6 @@ class DirRun(FillRun):
         path = str(self.dir / unit["name"])
         fd, direct = open_fill_file(path, write=False)
         if not direct:
-            from cardbench.workloads.files import drop_cache
             left = drop_cache(path)
             if left > 0:
                 self.notes.append(f"{unit['name']}: {left:.0%} still in the page cache when read back")
@@ -171,7 +181,6 @@ class DirRun(FillRun):
             if k >= len(units):
                 self.extents[k] = None
             else:
-                from cardbench.verify.fiemap import path_extents
                 self.extents[k] = path_extents(str(self.dir / units[k]["name"]))
         ext = self.extents[k]
         if ext is None:
@@ -181,7 +190,6 @@ class DirRun(FillRun):
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
-        from cardbench.devices.lock import target_lock
         # the card, not the directory (as `cardbench run` locks it): never two tests on one card at once
         with target_lock(self.target.lock_key, label=str(self.dir)):
             self._prepare()
@@ -272,11 +280,9 @@ class DeviceRun(FillRun):
     mode_target = "device"
 
     def __init__(self, target, *, progress, seed, file_bytes, resume, check_safety, max_bytes, state_dir):
-        """``target``: a device target (cardbench.target.open_target), or its path."""
+        """``target``: a whole device's target (cardbench.target.open_target)."""
         super().__init__(progress, seed, file_bytes, resume, max_bytes)
-        from cardbench.target import DeviceTarget, open_target
-        self.target = target if isinstance(target, DeviceTarget) else open_target(target, kinds=("device",),
-                                                                                   whole_device=True)
+        self.target = target
         self.path = self.target.path
         self.check_safety = check_safety
         self.state_root = Path(state_dir) if state_dir is not None else default_state_dir()
@@ -326,8 +332,6 @@ class DeviceRun(FillRun):
         return [(virtual, length)]
 
     def run(self) -> dict:
-        from cardbench.devices.lock import target_lock
-        from cardbench.devices.safety import check_destructive, open_exclusive
         try:
             self.dev = self.target.block_device()
         except CardbenchError:

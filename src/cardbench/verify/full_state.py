@@ -9,6 +9,8 @@ import os
 import re
 from pathlib import Path
 
+import platformdirs
+
 MiB = 1 << 20
 GiB = 1 << 30
 STATE_NAME = "cardbench-verify.json"
@@ -30,7 +32,6 @@ def default_file_bytes(free: int) -> int:
 
 
 def state_dir() -> Path:
-    import platformdirs
     return Path(platformdirs.user_state_dir("cardbench")) / "verify"
 
 

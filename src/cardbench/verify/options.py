@@ -4,7 +4,7 @@
 (:func:`cardbench.target.open_target`, which refuses a missing or unusable path in its one
 wording) gets ("quick" or "full"), or refuses in one line with a
 :class:`~cardbench.errors.UsageError` (exit 2). The command line only parses its
-options into a ``VerifyOptions``; :func:`verify_target` (what ``cardbench verify`` runs after the
+options into a ``VerifyOptions``; :func:`cardbench.verify.verify_target` (what ``cardbench verify`` runs after the
 user confirmed a destructive test) and :func:`cardbench.verify.verify_full` check the same rules.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from cardbench.errors import UsageError
 
@@ -65,22 +65,3 @@ class VerifyOptions:
         if self.file_bytes is not None and (self.file_bytes < MiB or self.file_bytes % MiB):
             raise UsageError("the file size must be a whole number of MiB (at least 1 MiB)")
         return "full" if full else "quick"
-
-
-def verify_target(target, options: VerifyOptions, *, progress=None, check_safety: bool = True) -> dict[str, Any]:
-    """Verify ``target`` (a path, or a target from :func:`cardbench.target.open_target`: a block
-    device gets the quick probe, or with ``full`` a destructive fill; a directory full mode) after
-    :meth:`VerifyOptions.validate`; a ``cardbench.verify/1`` document. A destructive test must
-    have been confirmed by the caller (``cardbench verify`` asks)."""
-    from cardbench.target import Target, open_target
-    if not isinstance(target, Target):
-        target = open_target(target, kinds=("directory", "device"), write=True, whole_device=True)
-    o = options
-    if o.validate(target) == "full":
-        from cardbench.verify.full import verify_full
-        return verify_full(target, destructive=o.destructive, resume=o.resume, keep_files=o.keep_files,
-                           file_bytes=o.file_bytes, progress=progress, seed=o.seed, check_safety=check_safety)
-    from cardbench.verify.quick import verify_device
-    return verify_device(target, destructive=o.destructive, journal_dir=o.journal_dir, time_budget=o.time_budget,
-                         progress=progress, seed=o.seed, assume_cache_bytes=o.assume_cache_bytes,
-                         check_safety=check_safety)

@@ -36,6 +36,7 @@ Dropped writes / errors at the end: usable size = first bad sector of the tail.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import time
@@ -122,7 +123,7 @@ class ProbeResult:
     size: int
     readable_end: int
     usable_bytes: int | None
-    verdict: str
+    verdict: str | None     # None: the card went away before it looked anything but genuine (verdict.judge)
     kind: str | None
     bad_ranges: list[list[int]]
     wrap_bytes: int | None
@@ -323,6 +324,7 @@ class Prober:
         s.status = "bad"
         s.first_bad = j.first_bad
         s.cls = j.dominant_bad()
+        assert j.classes is not None        # judged with keep_classes
         oks = np.nonzero(j.classes == 0)[0]
         s.last_ok_end = s.offset + (int(oks[-1]) + 1) * SECTOR if oks.size else None
 
@@ -405,7 +407,7 @@ class Prober:
         good_end = max([s.last_ok_end for s in judged if s.last_ok_end is not None
                         and s.exposure >= trust and s.phase != "cache"], default=self.a)
         tail = [s for s in judged if s.status != "ok" and s.first_bad is not None and s.first_bad >= good_end]
-        bad = min((s.first_bad for s in tail), default=None)
+        bad = min((s.first_bad for s in tail if s.first_bad is not None), default=None)
         return good_end, bad, tail
 
     # -- phases ----------------------------------------------------------------------------------------
@@ -543,12 +545,12 @@ class Prober:
         """f3probe's cache-size search, on the lost area: write a canary there, write F bytes
         elsewhere, read the canary. A write to a lost block is lost again, so the canary can be
         a block already known to be lost; only a cache can make it read back good."""
-        tail = sorted((s for s in self.samples if s.status == "bad" and s.first_bad is not None
-                       and s.first_bad >= tail_start and s.cls in DROPPED), key=lambda s: s.first_bad)
-        if not tail:
+        lost = [s.first_bad for s in self.samples if s.status == "bad" and s.first_bad is not None
+                and s.first_bad >= tail_start and s.cls in DROPPED]
+        if not lost:
             self.cache_note = "not measured (no lost block to measure it on)"
             return
-        c0 = _align_down(tail[0].first_bad, self.sector)
+        c0 = _align_down(min(lost), self.sector)
         length = min(self.b, self.end - c0)
         limit = min(MAX_CACHE_PROBE, max(0, _align_down(tail_start - self.a, self.sector)))
         f = 0
@@ -604,7 +606,6 @@ class Prober:
         """Find where each error range really starts and ends (bisection with the failing op)."""
         goods = sorted((s.offset, s.end) for s in self.samples if s.status == "ok")
         good_starts = [g[0] for g in goods]
-        import bisect
         ranges: list[list[int]] = []
         for r in merge_ranges([(r[0], r[1]) for r in self.error_ranges]):
             # failures with no good block between them are one range
@@ -812,13 +813,13 @@ class Prober:
         for r in self.error_ranges if not self.went_away else ():   # a gone card's errors say nothing of it
             if tail_start is None or r[0] < tail_start:
                 middle.append((r[0], min(r[1], tail_start) if tail_start is not None else r[1]))
-        middle = [tuple(r) for r in merge_ranges(middle)]
+        middle = [(s, e) for s, e in merge_ranges(middle)]
         fake_bytes = self.size - tail_start if tail_start is not None else 0
         verdict, vkind = judge(whole=self.size, wrapped=kind == "wraparound",
                                lost_bytes=fake_bytes if tail_start is not None else 0, lost_kind=kind,
                                lost_is_tail=True, damaged=bool(middle), stopped=error is not None,
                                gone=self.went_away)
-        usable = self.end
+        usable: int | None = self.end
         if verdict == "counterfeit":
             kind = vkind
             usable = tail_start
@@ -879,7 +880,7 @@ class Prober:
             cache_note=self.cache_note, complete=complete, error=error, removed_at=removed_at, method=method,
             confidence=confidence, evidence=evidence, notes=self.notes, seconds=self._elapsed())
 
-    def _statement(self, verdict: str, spacing: int, uncertainty: int) -> str:
+    def _statement(self, verdict: str | None, spacing: int, uncertainty: int) -> str:
         mb = spacing / 1e6
         cache = self.flush_bytes / 1e6
         if verdict == "genuine":

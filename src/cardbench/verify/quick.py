@@ -20,10 +20,14 @@ import os
 import time
 from typing import Any
 
+from cardbench.devices.lock import target_lock
+from cardbench.devices.preserve import Preserver, recover_pending, restore_held
+from cardbench.devices.safety import check_destructive, open_exclusive
 from cardbench.engine.data import geometry
 from cardbench.engine.errors import GONE_WORDS
 from cardbench.errors import CardbenchError, Interrupted, TargetError
 from cardbench.progress import NullProgress
+from cardbench.target import GONE_WAIT
 from cardbench.verify.doc import fix_for, identity, new_doc, now_iso
 from cardbench.verify.io import DeviceIO
 from cardbench.verify.options import VerifyOptions
@@ -34,7 +38,7 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
                   time_budget: float | None = None, progress=None, seed: int | None = None,
                   assume_cache_bytes: int | None = None, check_safety: bool = True) -> dict[str, Any]:
     """Probe the block device ``target`` (a device target from
-    :func:`cardbench.target.open_target`, or its path) for fake capacity; returns a
+    :func:`cardbench.target.open_target`) for fake capacity; returns a
     ``cardbench.verify/1`` document.
 
     ``destructive=True`` skips saving and restoring (the caller -- the CLI -- must have had the
@@ -45,10 +49,7 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     be measured (default: size/64 clamped to 8..256 MiB).
     """
     # the options first (they need no look at the system), then the target, opened once
-    VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", getattr(target, "path", target))
-    from cardbench.target import GONE_WAIT, DeviceTarget, open_target
-    if not isinstance(target, DeviceTarget):
-        target = open_target(target, kinds=("device",), whole_device=True)
+    VerifyOptions(destructive=destructive, time_budget=time_budget).check("device", target.path)
     path = target.path
     progress = progress or NullProgress()
     doc = new_doc("quick")
@@ -57,7 +58,6 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     dev = None
     recovered = []
     if not destructive:
-        from cardbench.devices.preserve import recover_pending
         try:
             recovered = [r.to_dict() for r in recover_pending(journal_dir)]
         except CardbenchError as e:
@@ -69,7 +69,6 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
             raise
         dev = None
     if check_safety:
-        from cardbench.devices.safety import check_destructive
         dev = check_destructive(dev)     # the state read again, now, and the identity compared
     card, reader = identity(dev)
     doc["card"] = card.to_dict() if card else None
@@ -77,8 +76,6 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
     if recovered:
         doc["recovered_journals"] = recovered
 
-    from cardbench.devices.lock import target_lock
-    from cardbench.devices.safety import open_exclusive
     with target_lock(target.lock_key, label=path), open_exclusive(path, write=True) as fd:
         sector, size = geometry(fd)
         doc["announced_bytes"] = size
@@ -96,8 +93,7 @@ def verify_device(target, *, destructive: bool = False, journal_dir: str | os.Pa
                                                  assume_cache_bytes=assume_cache_bytes),
                             gone=lambda err: target.gone(err, wait=GONE_WAIT))
             if not destructive:
-                from cardbench.devices.preserve import Preserver
-                saver = prober.saver = Preserver(target, journal_dir)
+                saver = prober.saver = Preserver(target.block_device(), journal_dir)
             try:
                 result = prober.run()
             except (KeyboardInterrupt, Interrupted) as e:
@@ -122,7 +118,6 @@ def _restore(saver, progress, target=None) -> dict[str, Any]:
     if saver is None:
         return {"status": "not used", "message": "destructive mode: nothing was saved",
                 "saved_bytes": 0, "restored_bytes": 0, "seconds": 0.0}
-    from cardbench.devices.preserve import restore_held
     saved = saver.saved_bytes
     done = restore_held(saver, progress, "verify: restoring saved bytes",
                         gone=target.gone if target is not None else None)

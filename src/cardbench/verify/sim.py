@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cardbench.verify.io import IOFailure, IOStats
@@ -32,7 +33,7 @@ class SimSpec:
     #: after this many I/O requests every request fails with ENODEV (card pulled out)
     yank_after: int | None = None
     #: initial content of every sector: a function pos -> 512 bytes (default zeros)
-    initial: object = None
+    initial: Callable[[int], bytes] | None = None
 
 
 class SimCard:

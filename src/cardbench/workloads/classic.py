@@ -11,13 +11,16 @@ arithmetic the plan does (:func:`choose_size`).
 from __future__ import annotations
 
 import os
+from typing import cast
 
+from cardbench.engine.errors import io_error, shown
 from cardbench.errors import CardbenchError, DeviceFault
 from cardbench.patterns import Pattern
 from cardbench.plan import MIN_RUN_SECONDS, Plan, next_probe, size_from_probes
-from cardbench.result import Result, TestResult
+from cardbench.result import Result, Run, TestResult
 from cardbench.session import new_tag
-from cardbench.target import FAT_TYPES, DirTarget, shown
+from cardbench.target import FAT_TYPES, DirTarget
+from cardbench.verdicts.ceiling import ceilings_for, pick
 from cardbench.workloads.coldness import ColdReads
 from cardbench.workloads.files import read_file, write_file
 
@@ -51,6 +54,7 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
     the caller's cleanup)."""
     cold = ColdReads.of(target, _path_ceiling(result))
     if plan.size is None:
+        assert plan.auto_cap is not None     # make_plan caps every automatic size
         size, how = choose_size(target, result.id, opts, plan.auto_cap, cold)
         if how.get("short"):
             result.warnings.append(how["short"])
@@ -90,7 +94,9 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
                 got = read_file(path, pattern, block=opts.block, direct=opts.direct,
                                 engine=opts.classic_engine, progress=adv)
             return got[0].bytes_per_s, got
-        (run, method, counts), is_cold, resident = cold.read(path, read_once)
+        got, is_cold, resident = cold.read(path, read_once)
+        # what read_once returned (ColdReads.read hands it back as an object)
+        run, method, counts = cast(tuple[Run, dict, dict[str, int]], got)
         method = dict(method, resident_fraction_before=resident)
         rtest.method.update({k: v for k, v in method.items() if k != "resident_fraction_before"})
         rtest.method.setdefault("resident_fraction_before", [])
@@ -144,7 +150,6 @@ def _short_runs(test: TestResult) -> str | None:
 
 def _path_ceiling(result: Result) -> float | None:
     """The physical read ceiling of the path (USB link, SD bus), where known."""
-    from cardbench.verdicts.ceiling import ceilings_for, pick
     try:
         c = pick(ceilings_for(result), "cold_read", "read")
     except (CardbenchError, ValueError, KeyError, TypeError):
@@ -168,7 +173,6 @@ def remove_test_file(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        from cardbench.engine.errors import io_error
         err = io_error(e, path)
         raise type(err)(f"{err}: cannot remove this test file; the next `cardbench run` on this "
                         "filesystem removes it") from None

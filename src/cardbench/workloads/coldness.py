@@ -35,6 +35,7 @@ from typing import Callable
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
 from cardbench.engine.errors import DENIED, IoFault, IoSetupError
+from cardbench.engine.fiemap import path_extents
 from cardbench.target import is_fuse
 from cardbench.workloads.files import drop_cache
 
@@ -50,25 +51,6 @@ PROBE_BLOCK = 1 << 20
 PROBE_SECONDS = 0.25
 PROBE_MIN_BLOCKS = 2
 PROBE_MAX_BYTES = 64 << 20
-def filesystem_on(device: str) -> str | None:
-    """What a device's first sector says it holds ("exfat", "ntfs", "vfat"), for a FUSE mount whose
-    mountinfo says only "fuseblk"; None when unreadable or unknown."""
-    try:
-        with DataFile.open(device, write=False, direct=False) as dev:
-            head = bytearray(512)
-            dev.read_at(head, 0)
-    except (IoFault, IoSetupError):  # the card's I/O errors only: never Interrupted
-        return None
-    head = bytes(head)
-    if head[3:11] == b"EXFAT   ":
-        return "exfat"
-    if head[3:11] == b"NTFS    ":
-        return "ntfs"
-    if head[82:90] == b"FAT32   " or head[54:59] in (b"FAT12", b"FAT16"):
-        return "vfat"
-    return None
-
-
 def drop_device_cache(device: str | None) -> dict[str, str]:
     """Flush and drop the page cache of ``device``; returns what was done or why not, per step
     ("fadvise", "BLKFLSBUF"): "done" or the reason in a few words."""
@@ -150,7 +132,6 @@ def device_read_rate(device: str, regions: list[tuple[int, int]] | None = None) 
 
 def file_regions(path: str) -> list[tuple[int, int]] | None:
     """Where the file's bytes lie on its device (FIEMAP), or None where the filesystem does not say."""
-    from cardbench.verify.fiemap import path_extents
     m = path_extents(path)
     if m is None or not m.extents:
         return None

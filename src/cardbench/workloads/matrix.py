@@ -18,11 +18,18 @@ from __future__ import annotations
 
 from typing import Callable
 
+from cardbench.engine.registry import check_depth, engine_info
 from cardbench.errors import UsageError
 from cardbench.result import Run, TestResult
-from cardbench.engine.registry import check_depth, engine_info
 from cardbench.signals import sigterm_raises
-from cardbench.workloads.random import DEFAULT_MAX_FILL_SECONDS, TestArea, open_area, parse_pattern, run_pattern
+from cardbench.target import Target
+from cardbench.workloads.random import (
+    DEFAULT_MAX_FILL_SECONDS,
+    TestArea,
+    measure_pattern,
+    open_area,
+    parse_pattern,
+)
 
 #: The matrix, in the order it runs.
 MATRIX_TESTS = (
@@ -53,12 +60,12 @@ DEFAULT_RUNS = 3
 DEFAULT_WARMUP = 1
 
 
-def run_matrix(path: str, engine: str = "queued", *, runs: int = DEFAULT_RUNS, warmup: int = DEFAULT_WARMUP,
+def run_matrix(target: Target, engine: str = "queued", *, runs: int = DEFAULT_RUNS, warmup: int = DEFAULT_WARMUP,
                duration: float = DEFAULT_DURATION, size: int | None = None, allow_write: bool = False,
                tests: tuple[str, ...] | list[str] = MATRIX_TESTS, interval: float = 0.0,
                max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS, backend: str = "auto",
                progress: Callable[[str, int, Run], None] | None = None) -> list[TestResult]:
-    """Run the matrix on ``path`` (a directory, block device or image file); one TestResult per test.
+    """Run the matrix on ``target`` (a directory, block device or image file); one TestResult per test.
 
     ``engine``: queued (default; io_uring), fio, or sync (QD1 tests only: the QD8/QD32 tests
     are then reported as skipped). ``size``: the test area (default: adapts, see the module).
@@ -66,7 +73,7 @@ def run_matrix(path: str, engine: str = "queued", *, runs: int = DEFAULT_RUNS, w
     engine_info(engine)      # an unknown engine is refused before anything is written
     specs = [parse_pattern(t) for t in tests]
     with sigterm_raises():
-        area = open_area(path, size, fill=True, write=False, max_fill_seconds=max_fill_seconds)
+        area = open_area(target, size, fill=True, write=False, max_fill_seconds=max_fill_seconds)
         try:
             results: list[TestResult] = []
             for spec in specs:
@@ -77,8 +84,8 @@ def run_matrix(path: str, engine: str = "queued", *, runs: int = DEFAULT_RUNS, w
                                                                       "threads": spec.threads, **area.describe()},
                                               complete=False, warnings=[f"skipped: {skip}"]))
                     continue
-                res = run_pattern(area, spec.name, engine, runs=runs, duration=duration, warmup=warmup,
-                                  allow_write=allow_write, interval=interval, backend=backend, progress=progress)
+                res = measure_pattern(area, spec.name, engine, runs=runs, duration=duration, warmup=warmup,
+                                      allow_write=allow_write, interval=interval, backend=backend, progress=progress)
                 res.extra["label"] = CDM_LABELS.get(spec.name, spec.name)
                 res.method["profile"] = "matrix"
                 results.append(res)

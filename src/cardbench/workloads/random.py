@@ -1,6 +1,6 @@
 """Named I/O patterns: ``{seq|rand}_{read|write}_{block}_q{depth}t{threads}`` (CrystalDiskMark style).
 
-``run_pattern(path, "rand_read_4k_q32t1", engine="queued")`` measures one pattern: one warm-up
+``run_pattern(target, "rand_read_4k_q32t1", engine="queued")`` measures one pattern: one warm-up
 run kept apart, then ``runs`` timed runs, each a :class:`~cardbench.result.Run` with bytes,
 seconds, operations (IOPS) and per-operation latency percentiles (p50, p90, p99, p99.9, max).
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -41,10 +40,10 @@ from cardbench.engine.jobs import Job, run_job
 from cardbench.engine.registry import check_depth
 from cardbench.errors import SafetyRefusal, TargetError, UsageError
 from cardbench.patterns import Pattern
+from cardbench.plan import PatternSpec, parse_pattern
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
-from cardbench.target import AREA_ALIGN, Target, open_target
-from cardbench.units import block_label
+from cardbench.target import AREA_ALIGN, Target
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -56,65 +55,6 @@ RUN_METHOD_KEYS = ("backend", "fio_version", "fio_command")
 DEFAULT_AREA = 1 * GiB
 #: Filling the area of a slow card stops after this long; the area is what was written.
 DEFAULT_MAX_FILL_SECONDS = 60.0
-MAX_THREADS = 64
-MAX_DEPTH = 256
-
-_NAME_RE = re.compile(r"^(seq|rand)_(read|write)_([0-9]+)([km]?)_q([0-9]+)t([0-9]+)$")
-
-
-# --- names ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PatternSpec:
-    """What a pattern name says."""
-
-    name: str
-    sequential: bool
-    op: str              # "read" | "write"
-    block_size: int      # bytes
-    queue_depth: int
-    threads: int
-
-    @property
-    def fio_rw(self) -> str:
-        return ("" if self.sequential else "rand") + self.op
-
-    @property
-    def is_write(self) -> bool:
-        return self.op == "write"
-
-
-def parse_pattern(name: str) -> PatternSpec:
-    """Parse ``{seq|rand}_{read|write}_{block}_q{depth}t{threads}``.
-
-    Block sizes: a number of bytes, or with ``k`` (KiB) or ``m`` (MiB): ``4k``, ``128k``, ``1m``,
-    ``512``; a multiple of 512 bytes, at most 64 MiB. Depth 1..256, threads 1..64.
-    """
-    if not isinstance(name, str):
-        raise UsageError(f"a test name is a string like rand_read_4k_q32t1, got {name!r}")
-    m = _NAME_RE.match(name.strip().lower())
-    if not m:
-        raise UsageError(
-            f"bad test name {name!r}: expected {{seq|rand}}_{{read|write}}_{{block}}_q{{depth}}t{{threads}}, "
-            "e.g. rand_read_4k_q32t1 or seq_write_1m_q8t1")
-    kind, op, num, unit, depth, threads = m.groups()
-    bs = int(num) * {"": 1, "k": KiB, "m": MiB}[unit]
-    if bs < 512 or bs % 512 or bs > 64 * MiB:
-        raise UsageError(f"bad test name {name!r}: the block size must be a multiple of 512 B up to 64 MiB")
-    q, t = int(depth), int(threads)
-    if not 1 <= q <= MAX_DEPTH:
-        raise UsageError(f"bad test name {name!r}: queue depth must be 1..{MAX_DEPTH}")
-    if not 1 <= t <= MAX_THREADS:
-        raise UsageError(f"bad test name {name!r}: threads must be 1..{MAX_THREADS}")
-    return PatternSpec(name=m.group(0), sequential=kind == "seq", op=op, block_size=bs, queue_depth=q, threads=t)
-
-
-def pattern_name(sequential: bool, op: str, block_size: int, queue_depth: int, threads: int = 1) -> str:
-    """The name of a pattern (inverse of :func:`parse_pattern`)."""
-    b = block_label(block_size)
-    return f"{'seq' if sequential else 'rand'}_{op}_{b}_q{queue_depth}t{threads}"
-
-
 # --- the test area -------------------------------------------------------------------------
 
 @dataclass
@@ -159,26 +99,24 @@ class TestArea:
         self.close()
 
 
-def check_write_allowed(area_or_kind: TestArea | str, path: str, allow_write: bool) -> None:
-    kind = area_or_kind.kind if isinstance(area_or_kind, TestArea) else area_or_kind
+def check_write_allowed(kind: str, path: str, allow_write: bool) -> None:
+    """Refuse (SafetyRefusal) a write to a block device or image file (``kind``) that the safety
+    rules did not grant (``allow_write``); a directory's own test files are always allowed."""
     if kind in ("device", "image") and not allow_write:
         raise SafetyRefusal(f"{path}: writing to a {'block device' if kind == 'device' else 'image file'} "
                             "needs allow_write=True (granted by the safety rules)")
 
 
-def open_area(target: Target | str, size: int | None = None, *, fill: bool = True, write: bool = False,
+def open_area(target: Target, size: int | None = None, *, fill: bool = True, write: bool = False,
               allow_write: bool = False, offset: int = 0, max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS,
               tag: int | None = None, progress: Callable[[int, int], None] | None = None,
               margin: int | None = None) -> TestArea:
-    """Prepare the test area on ``target`` (a :class:`cardbench.target.Target`, or a path opened
-    with :func:`cardbench.target.open_target`; see the module docstring). Close it when done.
+    """Prepare the test area on ``target`` (a :class:`cardbench.target.Target`; see the module docstring). Close it when done.
 
     ``size``: bytes wanted (default: 1 GiB, at most a quarter of the free space and the
     filesystem's largest file, on a filesystem; the whole range on a device or image). ``write``: the tests will write (a device or image
     then needs ``allow_write``). ``progress(done, total)`` is called while filling.
     """
-    if not isinstance(target, Target):
-        target = open_target(target)
     path = target.path
     if size is not None and (not isinstance(size, int) or size <= 0):
         raise UsageError(f"the test area size must be a positive number of bytes, got {size!r}")
@@ -272,16 +210,46 @@ def run_once(spec: PatternSpec, area: TestArea, engine: str = "queued", *, durat
                                    sync_end=sync_end, backend=backend, time_based=time_based))
 
 
-def run_pattern(path: Target | str | TestArea, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
+def run_pattern(target: Target, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
                 size: int | None = None, *, warmup: int = 1, allow_write: bool = False, interval: float = 0.0,
                 direct: bool = True, sync_end: bool = True, seed: int | None = None, backend: str = "auto",
                 max_fill_seconds: float | None = DEFAULT_MAX_FILL_SECONDS, time_based: bool = True,
                 progress: Callable[[str, int, Run], None] | None = None) -> TestResult:
-    """Measure the pattern ``name`` on ``path`` (a target -- directory, block device or image file
-    -- or its path, or a prepared :class:`TestArea`). ``size``: the test area and the most bytes a run moves; ``duration``: the
-    most seconds a run takes. ``warmup`` runs are kept apart from the ``runs`` measured ones.
-    ``progress(name, i, run)`` after each run (i < 0 for warm-up runs).
+    """Measure the pattern ``name`` on ``target`` (a directory, block device or image file): its
+    own test area is prepared (:func:`open_area`), measured (:func:`measure_pattern`) and closed.
+    ``size``: the test area and the most bytes a run moves; ``duration``: the most seconds a run
+    takes. ``warmup`` runs are kept apart from the ``runs`` measured ones. ``progress(name, i,
+    run)`` after each run (i < 0 for warm-up runs).
     """
+    spec = _checked(name, engine, runs, warmup, duration)
+    with sigterm_raises():
+        area = open_area(target, size, fill=True, write=spec.is_write, allow_write=allow_write,
+                         max_fill_seconds=max_fill_seconds)
+        try:
+            return measure_pattern(area, name, engine, runs, duration, size, warmup=warmup,
+                                   allow_write=allow_write, interval=interval, direct=direct, sync_end=sync_end,
+                                   seed=seed, backend=backend, time_based=time_based, progress=progress)
+        finally:
+            area.close()
+
+
+def measure_pattern(area: TestArea, name: str, engine: str = "queued", runs: int = 3, duration: float = 3.0,
+                    size: int | None = None, *, warmup: int = 1, allow_write: bool = False, interval: float = 0.0,
+                    direct: bool = True, sync_end: bool = True, seed: int | None = None, backend: str = "auto",
+                    time_based: bool = True, progress: Callable[[str, int, Run], None] | None = None) -> TestResult:
+    """Measure the pattern ``name`` in a prepared test area (:func:`open_area`; the caller closes
+    it), as :func:`run_pattern` does: the matrix and a run's pattern tests share one area."""
+    spec = _checked(name, engine, runs, warmup, duration)
+    with sigterm_raises():
+        if spec.is_write:
+            check_write_allowed(area.kind, area.path, allow_write)
+        return _measure(spec, area, engine, runs=runs, warmup=warmup, duration=duration, size=size,
+                        interval=interval, direct=direct, sync_end=sync_end, seed=seed, backend=backend,
+                        time_based=time_based, progress=progress)
+
+
+def _checked(name: str, engine: str, runs: int, warmup: int, duration: float) -> PatternSpec:
+    """The pattern ``name`` parsed, after the engine, runs, warm-up runs and duration are checked."""
     spec = parse_pattern(name)
     check_depth(engine, spec.queue_depth, spec.name)
     if not isinstance(runs, int) or runs < 1:
@@ -290,19 +258,7 @@ def run_pattern(path: Target | str | TestArea, name: str, engine: str = "queued"
         raise UsageError(f"warm-up runs must be 0 or more, got {warmup!r}")
     if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
         raise UsageError(f"duration must be a positive number of seconds, got {duration!r}")
-    with sigterm_raises():
-        own = not isinstance(path, TestArea)
-        area = open_area(path, size, fill=True, write=spec.is_write, allow_write=allow_write,
-                         max_fill_seconds=max_fill_seconds) if own else path
-        try:
-            if spec.is_write:
-                check_write_allowed(area, area.path, allow_write)
-            return _measure(spec, area, engine, runs=runs, warmup=warmup, duration=duration, size=size,
-                            interval=interval, direct=direct, sync_end=sync_end, seed=seed, backend=backend,
-                            time_based=time_based, progress=progress)
-        finally:
-            if own:
-                area.close()
+    return spec
 
 
 def _measure(spec: PatternSpec, area: TestArea, engine: str, *, runs: int, warmup: int, duration: float,

@@ -11,37 +11,43 @@ judges the figures.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
+from cardbench.devices.lock import target_lock
 from cardbench.errors import CardbenchError, UsageError
+from cardbench.target import DeviceTarget, open_target
+from cardbench.workloads import raw
 
 SECONDS = 2.0
 COUNT = 4
 
 
-def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
-    """Read the devices at ``paths`` (paths, opened with cardbench.target.open_target) alone,
+def open_devices(paths: list[str]) -> list[DeviceTarget]:
+    """The whole devices at ``paths`` (each once, in order), opened for :func:`read_together`."""
+    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
+    return [t for t in targets if isinstance(t, DeviceTarget)]     # kinds=("device",): all of them
+
+
+def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, count: int = COUNT) -> dict[str, Any]:
+    """Read the whole devices ``targets`` (:func:`open_devices` opens them from paths) alone,
     then at once. ``{"devices": [{"device", "alone_bytes_per_s", "together_bytes_per_s", "sample_bytes"}],
     "alone_sum_bytes_per_s", "together_bytes_per_s", "together_seconds", "method"}`` (bytes/s)."""
-    from cardbench.devices.lock import target_lock
-    from cardbench.target import open_target
-    from cardbench.workloads import raw
 
-    if len(set(paths)) < 2:
+    targets = list({t.path: t for t in targets}.values())
+    if len(targets) < 2:
         raise UsageError("--probe needs two or more different devices (cards in one reader or behind one hub)")
-    targets = [open_target(p, kinds=("device",), whole_device=True) for p in dict.fromkeys(paths)]
     devices = [t.block_device() for t in targets]
     for dev in devices:
         if not dev.medium_present:
             raise UsageError(f"{dev.path} has no medium (size 0): is the card inserted?")
-    import contextlib
     with contextlib.ExitStack() as locks:
         for t in targets:
             locks.enter_context(target_lock(t.lock_key, wait=False, label=t.path))
         samples = [raw.auto_sample(t, count, target_seconds=seconds) for t in targets]
-        alone = [raw.sampled_sweep(t, "read", count=count, sample=s) for t, s in zip(targets, samples)]
+        alone = [raw.sampled_sweep(t, "read", count=count, sample=s) for t, s in zip(targets, samples, strict=True)]
         barrier = threading.Barrier(len(devices) + 1)
         runs: list[Any] = [None] * len(devices)
         ends: list[float] = [0.0] * len(devices)
@@ -57,12 +63,12 @@ def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) 
 
         threads = [threading.Thread(target=one, args=(i,), name=f"cardbench-probe-{i}", daemon=True)
                    for i in range(len(devices))]
-        for t in threads:
-            t.start()
+        for th in threads:
+            th.start()
         barrier.wait()
         start = time.perf_counter()
-        for t in threads:
-            t.join()
+        for th in threads:
+            th.join()
     if errors:
         e = errors[0]
         if isinstance(e, CardbenchError):
@@ -71,7 +77,7 @@ def read_together(paths: list, *, seconds: float = SECONDS, count: int = COUNT) 
     wall = max(ends) - start
     together_bytes = sum(r.bytes for r in runs)
     rows = [{"device": d.path, "sample_bytes": s, "alone_bytes_per_s": a.bytes_per_s,
-             "together_bytes_per_s": r.bytes_per_s} for d, s, a, r in zip(devices, samples, alone, runs)]
+             "together_bytes_per_s": r.bytes_per_s} for d, s, a, r in zip(devices, samples, alone, runs, strict=True)]
     return {"devices": rows, "alone_sum_bytes_per_s": sum(a.bytes_per_s for a in alone),
             "alone_max_bytes_per_s": max(a.bytes_per_s for a in alone),
             "together_bytes_per_s": together_bytes / wall if wall > 0 else None, "together_seconds": wall,

@@ -35,11 +35,11 @@ from cardbench.engine.errors import IoFault
 from cardbench.engine.registry import get_engine
 from cardbench.errors import TargetError, UsageError
 from cardbench.patterns import Pattern
+from cardbench.plan import sustained_size
 from cardbench.result import Run, TestResult
 from cardbench.signals import sigterm_raises
 from cardbench.stats import percentiles
-from cardbench.plan import sustained_size
-from cardbench.target import Target, open_target
+from cardbench.target import Target
 from cardbench.workloads.random import MiB, check_write_allowed
 
 DEFAULT_CHUNK = 4 * MiB
@@ -49,7 +49,7 @@ DEFAULT_SLICES = 200
 MIN_CACHE_RATIO = 1.2
 
 
-def sustained_write(target: Target | str, total_bytes: int | None = None, chunk: int = DEFAULT_CHUNK, allow_write: bool = False,
+def sustained_write(target: Target, total_bytes: int | None = None, chunk: int = DEFAULT_CHUNK, allow_write: bool = False,
                     *, slice_bytes: int | None = None, margin: int | None = None, offset: int = 0,
                     engine: str = "sync", queue_depth: int = 1, max_seconds: float | None = None,
                     direct: bool = True, tag: int | None = None, min_ratio: float = MIN_CACHE_RATIO,
@@ -57,15 +57,13 @@ def sustained_write(target: Target | str, total_bytes: int | None = None, chunk:
     """Write ``total_bytes`` (default: all the free space less ``margin``, at most the
     filesystem's largest file (cardbench.plan.sustained_size), or the whole device) sequentially
     in ``chunk``-byte O_DIRECT writes and analyse the rate curve. ``target``: a
-    :class:`cardbench.target.Target`, or a path opened with :func:`cardbench.target.open_target`.
+    :class:`cardbench.target.Target`.
 
     ``max_seconds`` stops early (the result says so). ``progress(written, total, bytes_per_s)``
     is called after every slice.
     """
     if not isinstance(chunk, int) or chunk < 4096 or chunk % 4096:
         raise UsageError(f"the chunk must be a multiple of 4 KiB, got {chunk!r}")
-    if not isinstance(target, Target):
-        target = open_target(target)
     path = target.path
     kind = target.kind
     if total_bytes is not None and (not isinstance(total_bytes, int) or total_bytes < chunk):
