@@ -228,7 +228,8 @@ def argvs(draw, scratch: Path):
             argv += [flag, draw(st.sampled_from(list(p.type.choices)))]
         else:
             argv += [flag, draw(_VALUES)]
-    if "--db" not in argv and name in ("run", "verify", "results", "compare", "report", "import", "export"):
+    if "--db" not in argv and name in ("run", "verify", "geometry", "results", "compare", "report", "import",
+                                       "export"):
         argv += ["--db", str(scratch / "db.sqlite3")]
     args = [p for p in cmd.params if isinstance(p, click.Argument)]
     if args:
@@ -237,7 +238,7 @@ def argvs(draw, scratch: Path):
             if name == "import":
                 argv.append(draw(st.sampled_from([str(scratch / "garbage.bin"), str(scratch / "a-file.txt"),
                                                   str(scratch / "missing.json"), str(scratch), "-"])))
-            elif name in ("run", "verify"):
+            elif name in ("run", "verify", "geometry"):
                 argv.append(draw(st.sampled_from(SAFE_TARGETS)))
             else:
                 argv.append(draw(_VALUES))
@@ -253,7 +254,7 @@ def argvs(draw, scratch: Path):
 def _never_a_real_target(argv: list[str], scratch: Path) -> None:
     """The safety net of this test itself: no generated run/verify may name a real directory
     or block device (the default target "." is the scratch dir, made untestable below)."""
-    if argv[0] not in ("run", "verify"):
+    if argv[0] not in ("run", "verify", "geometry"):
         return
     # the generator's own "--" is the last one: an option may take "--" as its value before it
     after = argv[len(argv) - argv[::-1].index("--"):] if "--" in argv else []
@@ -280,6 +281,7 @@ def cli_scratch(scratch):
 @settings(max_examples=EXAMPLES["cli"], **FAST)
 @given(data=st.data())
 def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
+    import cardbench.geometry.run as geometry
     import cardbench.pulltest.core as pulltest
     import cardbench.runner as runner
     import cardbench.store.backends as backends
@@ -295,6 +297,7 @@ def test_command_lines_never_crash(row, cli_scratch, data, monkeypatch):
     monkeypatch.setattr(vfull.FillRun, "write_pass", refuse)
     monkeypatch.setattr(pulltest.PullTest, "setup", refuse)
     monkeypatch.setattr(pulltest.PullTest, "verify", refuse)
+    monkeypatch.setattr(geometry, "read_pass", refuse)
     # the generated postgresql:// URL names a closed port: refused at once, not waited for with
     # backoff (3.5 s a case; the wait itself is tested in test_faults_store)
     monkeypatch.setattr(backends, "CONNECT_ATTEMPTS", 1)

@@ -249,6 +249,7 @@ def samples() -> dict[str, dict]:
     from types import SimpleNamespace
 
     from cardbench.evidence import probe_document, session_document
+    from cardbench.geometry.doc import new_doc as new_geometry
     from cardbench.pulltest.doc import build_doc, pull_result
     from cardbench.pulltest.hostlog import Rec, State
     from cardbench.verdicts.readers import judge_shared
@@ -269,7 +270,11 @@ def samples() -> dict[str, dict]:
     pulls.add_rec(Rec(2, 1, 0, 4096, "small", 2.0, 3.0))
     pulls.verified[1] = {"result": pull_result(pulls, 1, 4.0, {0: [1]})[0]}     # lost: the old record is there
     pulltest = dict(build_doc(pulls, None), card=CARD.to_dict())
-    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "pulltest": pulltest,
+    geometry = dict(new_geometry(), card=CARD.to_dict(), device="/dev/sdb", size_bytes=1 << 30,
+                    allocation_unit_bytes=4 << 20, allocation_unit_confidence="high",
+                    open_units={"linear": 2, "random": None}, open_units_confidence={"linear": "low", "random": "none"},
+                    message="AU 4 MiB", complete=True)
+    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "pulltest": pulltest, "geometry": geometry,
             "scratch": doc()}
 
 
@@ -280,7 +285,7 @@ def test_the_fuzz_below_has_a_document_of_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "pulltest", "scratch"])
+@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "pulltest", "geometry", "scratch"])
 def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_error(name):
     """2,000 generated documents of each kind (this file's among them): a value of another type
     anywhere, a key dropped. read_export reads it or raises UsageError (one line), and what it

@@ -140,7 +140,7 @@ def test_filters_apply_to_every_kind(tmp_path, capsys):
     assert doc["results"] == [] and len(doc["probes"]) == 1 and doc["sessions"] == []
     empty = json.loads(_ok(capsys, "results", "--db", db, "--json", "--card", "nonesuch"))
     assert empty == {"schema": "cardbench.export/2", "cards": [], "results": [], "verify": [], "probes": [],
-                     "sessions": []}
+                     "sessions": [], "geometry": []}
 
 
 def test_bad_exports_are_refused_whole(tmp_path, capsys):

@@ -18,11 +18,13 @@ from cardbench.cli.ui import error_line, said
 from cardbench.devices.preserve import recover_pending
 from cardbench.devices.safety import confirm_destructive
 from cardbench.engine import engine_names
-from cardbench.errors import CardbenchError, ExitCode, UsageError
+from cardbench.errors import CardbenchError, ExitCode, Interrupted, UsageError
+from cardbench.geometry import GeometryOptions, find_geometry
 from cardbench.measured import keep_measured
 from cardbench.plan import make_plan
 from cardbench.record import check_store
 from cardbench.report.answer import render_run
+from cardbench.report.geometry import render_geometry
 from cardbench.report.plan import plan_document, render_plan
 from cardbench.result import Card, Reader
 from cardbench.runner import (
@@ -84,9 +86,12 @@ def cli() -> None:
 @click.option("--plan", "plan_only", is_flag=True,
               help="Directory: only say what the run would do (each test and the bytes of the file it writes, "
                    "capped by the free space and the filesystem's largest file) and write nothing.")
+@click.option("--geometry", "with_geometry", is_flag=True,
+              help="Block device: also find its flash geometry, read-only (as `cardbench geometry`), stored beside "
+                   "the run.")
 def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_name, out, verbose, mib, db, no_save,
             positions, destructive, preserve, confirm_value, profile, test_names, engine, duration, sustained,
-            plan_only):
+            plan_only, with_geometry):
     """Test the card at TARGET: a directory on the mounted card (default: the current one) or a
     whole block device.
 
@@ -112,6 +117,8 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
                                            duration=duration, sustained=sustained,
                                            extra_tests=_extra_tests(profile, test_names)))
         return
+    if with_geometry and not is_device:
+        raise UsageError("--geometry is for a block device (a card's geometry is timed on the whole device)")
     if not is_device and (destructive or preserve or confirm_value):
         raise UsageError("--destructive, --preserve and --confirm are for block devices; a directory test "
                          "only writes its own files")
@@ -121,10 +128,20 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
                                                      else "; what it overwrites is lost")))
     if is_device:
         def measure():
-            return run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
-                                                    destructive=destructive, preserve=preserve,
-                                                    confirm=confirm_value, card=card, reader=reader, label=label,
-                                                    progress=progress))
+            result = run_device(target, DeviceOptions(runs=runs, warmup=warmup, positions=positions,
+                                                      destructive=destructive, preserve=preserve,
+                                                      confirm=confirm_value, card=card, reader=reader, label=label,
+                                                      progress=progress))
+            if not with_geometry:
+                return result
+            try:
+                geometry = find_geometry(target, GeometryOptions(progress=progress))
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted in the geometry pass; the run was kept", partial=result) from None
+            except CardbenchError as e:     # the run stands; the geometry could not be found
+                out.note(f"geometry: {e.message}")
+                geometry = None
+            return [result, geometry]
     else:
         def measure():
             return run_directory(target, RunOptions(size=size, runs=runs, warmup=warmup, card=card, reader=reader,
@@ -132,16 +149,26 @@ def run_cmd(target, size, runs, warmup, name, brand, capacity, label, reader_nam
                                                     extra_tests=_extra_tests(profile, test_names), engine=engine,
                                                     duration=duration, sustained=sustained))
 
-    def show(result) -> None:     # after storing: what is printed is what was stored (re-judged)
+    def show(item) -> None:     # after storing: what is printed is what was stored (re-judged)
+        result, geometry = _run_and_geometry(item)
         out.echo(render_run(result, out.fmt, "MiB/s" if mib else "MB/s", width=out.width, verbose=verbose),
                  nl=False)
+        if geometry is not None and not out.json:
+            out.echo("\n" + render_geometry(geometry), nl=False)
     kept = keep_measured(measure, db=db, save=not no_save, show=show)
     rec = kept.recorded
     if rec is None:
         return
     said(rec, saved_line=not (out.json or out.quiet))
     if rec.stored and not verbose and out.fmt in ("table", "md"):
-        out.note(f"every run and its statistics: cardbench results --id {kept.item.id[:12]}")
+        out.note(f"every run and its statistics: cardbench results --id {_run_and_geometry(kept.item)[0].id[:12]}")
+
+
+def _run_and_geometry(item) -> tuple:
+    """(the run's Result, its geometry document or None) from what `run` measured."""
+    if isinstance(item, list):
+        return item[0], (item[1] if len(item) > 1 else None)
+    return item, None
 
 
 def _extra_tests(profile: str, test_names: str | None) -> list[str]:
@@ -209,6 +236,7 @@ _COMMANDS = [
     ("cardbench.cli.drawer_cmd", "drawer"),
     ("cardbench.cli.serve_cmd", "serve"),
     ("cardbench.cli.share_cmd", "share"),
+    ("cardbench.cli.geometry_cmd", "geometry"),
 ]
 for _module, _attr in _COMMANDS:
     _attach(_module, _attr)

@@ -66,15 +66,28 @@ def emulate() -> None:
               help="What a flush does with the volatile cache: wait until it is empty, or return at once.")
 @click.option("--error", "errors", multiple=True, metavar="START:END[:KIND]", callback=_errors,
               help="EIO for I/O touching bytes [START, END); KIND read, write or both. Repeatable.")
+@click.option("--au", callback=params.size_or_zero, help="Flash geometry: the allocation unit, e.g. 4MiB or 12MiB.")
+@click.option("--page", callback=params.size_or_zero, help="Flash geometry: the page, e.g. 16KiB.")
+@click.option("--au-cross", default="0", show_default=True, callback=params.seconds_or_zero,
+              help="Added to a request across an AU boundary, e.g. 0.3ms.")
+@click.option("--page-cross", default="0", show_default=True, callback=params.seconds_or_zero,
+              help="Added to a request across a page boundary, e.g. 0.15ms.")
+@click.option("--open-aus", type=int, default=0, show_default=True, help="AUs kept open for writing (0: no limit).")
+@click.option("--gc", "gc_seconds", default="0", show_default=True, callback=params.seconds_or_zero,
+              help="A garbage collection: each AU opened past --open-aus costs this, e.g. 20ms.")
+@click.option("--fat-aus", type=int, default=0, show_default=True, help="The first N AUs are FAT-tuned.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, cache_size, cache_rate,
-              cache_idle, ceiling, volatile_cache, drain_rate, flush, errors, as_json):
+              cache_idle, ceiling, volatile_cache, drain_rate, flush, errors, au, page, au_cross, page_cross,
+              open_aus, gc_seconds, fat_aus, as_json):
     """Start an emulated card; prints its loop device. It runs until `cardbench emulate stop NAME`."""
 
     spec = CardSpec(size=size, write_rate=write_rate, read_rate=read_rate, latency=latency, real_size=real_size,
                     fake_mode=fake_mode, cache_bytes=cache_size or 0, cache_rate=cache_rate, cache_idle=cache_idle,
                     errors=errors, name=name, volatile_bytes=volatile_cache or 0,
-                    drain_rate=drain_rate if volatile_cache else None, flush=flush or "honest")
+                    drain_rate=drain_rate if volatile_cache else None, flush=flush or "honest",
+                    au_bytes=au or 0, page_bytes=page or 0, au_cross=au_cross,
+                    page_cross=page_cross, open_aus=open_aus, gc_seconds=gc_seconds, fat_aus=fat_aus)
     st = manage.start(spec, ceiling=ceiling)
     if as_json:
         click.echo(json.dumps(st, indent=2))

@@ -163,14 +163,15 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
     with params.open_to_read(db) as store:
         found = _query(store, card, reader, since, until, test_name, complete, sort)
         verify = store.verify_results(card=card, reader=reader, since=since, until=until) if html_file else []
+        geometry = store.records("geometry", card=card, reader=reader, since=since, until=until) if html_file else []
         if out.fmt == "json" and not html_file:   # every kind of record, as `results --json` and `export`
             everything = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
                                          complete=complete, sort=sort))
     if html_file:
-        _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib)))
+        _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib), geometry_docs=geometry))
         if out.json:
             out.echo(json.dumps({"schema": "cardbench.report/1", "html": html_file, "results": len(found),
-                                 "verify_results": len(verify)}, indent=2))
+                                 "verify_results": len(verify), "geometry_results": len(geometry)}, indent=2))
         out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
         return
     if everything is not None:

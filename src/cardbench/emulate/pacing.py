@@ -26,6 +26,16 @@ server does the pwrite); reads see the cache over the backing store. A pull writ
 drained, the front of the entry being drained (cut at a sector: a torn write), and loses the
 rest. Unpaced, the cache is bypassed (writes go straight to the backing store).
 
+Flash geometry (off unless the spec sets ``au_bytes``): a request that crosses an AU boundary
+takes ``au_cross`` seconds more, one that crosses a page boundary (and no AU boundary)
+``page_cross`` more. A write that opens an AU beyond the ``open_aus`` the card keeps open closes
+the least recently written one and costs ``gc_seconds`` (a garbage collection); an AU written out
+of order (not where its last write ended, or not from its start) counts against
+``open_aus_random`` as well. The first ``fat_aus`` AUs are FAT-tuned: free of both. These extra
+seconds are added after the turnaround credit and counted from the request's arrival at the
+earliest, so they are never credited away: the answer comes at least that much after the request
+(a loaded machine only adds to it).
+
 Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of the backing file
 (``real_size`` bytes): past ``real_size`` offsets wrap around (mod ``real_size``) or are dropped.
 """
@@ -34,7 +44,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +106,9 @@ class Counters:
     pulls: int = 0            # times the card was pulled
     bytes_lost: int = 0       # volatile cache bytes lost by pulls
     bytes_torn: int = 0       # bytes of cut entries that did reach the store before a pull
+    au_crossings: int = 0     # requests that crossed an AU boundary (geometry)
+    page_crossings: int = 0   # requests that crossed a page boundary and no AU boundary
+    garbage_collections: int = 0  # AUs closed to open another (open_aus exceeded)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -142,6 +155,16 @@ class CardModel:
         self.pending: deque[list] = deque()
         self.pending_bytes = 0
         self.drain_free_at = 0.0
+        self.au_bytes = spec.au_bytes
+        self.page_bytes = spec.page_bytes
+        self.au_cross = spec.au_cross
+        self.page_cross = spec.page_cross
+        self.open_aus = spec.open_aus
+        self.open_aus_random = spec.open_aus_random if spec.open_aus_random is not None else spec.open_aus
+        self.gc_seconds = spec.gc_seconds
+        self.fat_aus = spec.fat_aus
+        #: open AUs, least recently written first: AU index -> [where the last write ended, out of order]
+        self.open_units: OrderedDict[int, list] = OrderedDict()
 
     # -- settings -----------------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> None:
@@ -166,6 +189,9 @@ class CardModel:
             "paced": self.paced, "yanked": self.yanked,
             "volatile_bytes": self.volatile_bytes, "drain_rate": self.drain_rate, "flush": self.flush,
             "pull_damage": [list(r) for r in self.pull_damage],
+            "au_bytes": self.au_bytes, "page_bytes": self.page_bytes, "au_cross": self.au_cross,
+            "page_cross": self.page_cross, "open_aus": self.open_aus, "open_aus_random": self.open_aus_random,
+            "gc_seconds": self.gc_seconds, "fat_aus": self.fat_aus,
         }
 
     def status(self) -> dict[str, Any]:
@@ -206,6 +232,52 @@ class CardModel:
         self.counters.bytes_cached += fast
         return fast / (self.cache_rate or self.write_rate) + (n - fast) / self.write_rate
 
+    def geometry_seconds(self, op: str, offset: int, length: int) -> float:
+        """Extra seconds the card's geometry adds to this request (and its open-AU bookkeeping)."""
+        au = self.au_bytes
+        if not au or length <= 0:
+            return 0.0
+        c = self.counters
+        extra = 0.0
+        last = offset + length - 1
+        first_au, last_au = offset // au, last // au
+        if first_au != last_au:
+            c.au_crossings += 1
+            extra += self.au_cross
+        elif self.page_bytes and offset // self.page_bytes != last // self.page_bytes:
+            c.page_crossings += 1
+            extra += self.page_cross
+        if op == "write" and self.open_aus:
+            for unit in range(first_au, last_au + 1):
+                start = max(offset, unit * au) - unit * au
+                end = min(offset + length, (unit + 1) * au) - unit * au
+                extra += self._write_unit(unit, start, end)
+        return extra
+
+    def _write_unit(self, unit: int, start: int, end: int) -> float:
+        """A write of ``[start, end)`` inside AU ``unit``: the garbage collections it costs."""
+        if unit < self.fat_aus:
+            return 0.0
+        units = self.open_units
+        gcs = 0
+        entry = units.get(unit)
+        if entry is None:
+            if len(units) >= self.open_aus:
+                units.popitem(last=False)
+                gcs += 1
+            entry = units[unit] = [0, False]
+        else:
+            units.move_to_end(unit)
+        if start != entry[0] and not entry[1]:
+            entry[1] = True
+            shuffled = [u for u, e in units.items() if e[1]]
+            if len(shuffled) > self.open_aus_random:
+                del units[shuffled[0]]
+                gcs += 1
+        entry[0] = end
+        self.counters.garbage_collections += gcs
+        return gcs * self.gc_seconds
+
     def request(self, op: str, offset: int, length: int, now: float) -> Verdict:
         """Book one read/write; caller holds ``reader.lock``. ``op`` is "read" or "write"."""
         c = self.counters
@@ -229,6 +301,7 @@ class CardModel:
         if error:
             c.eio += 1
         pieces = [] if error else self.map(offset, length)
+        extra = 0.0 if error else self.geometry_seconds(op, offset, length)
         if not self.paced:
             # due now: its answer is no lateness to credit to the next paced request
             self.bus.due_at = max(self.bus.due_at, now)
@@ -242,6 +315,10 @@ class CardModel:
         else:
             seconds = length / self.read_rate
         _, finish = self.bus.book(now, self.latency + seconds, turnaround)
+        if extra:   # after the turnaround credit, from the request's arrival: never credited away
+            finish = max(finish, now) + extra
+            self.bus.free_at = finish
+            self.bus.busy += extra
         if op == "write":
             self.last_write_end = finish
         # The reader link (shared by all cards behind the reader).

@@ -156,6 +156,21 @@ class CardSpec:
     pull_damage ``[(start, end), ...]``: a pull scrambles these bytes of the backing store
                 (old data damaged by a power cut, as in Zheng et al., FAST 2013).
     name        card file name on the FUSE mount (letters, digits, ``_.-``).
+
+    Flash geometry (all off by default; see :mod:`cardbench.emulate.pacing`):
+    au_bytes    allocation unit (erase block) size, a multiple of 512 (not only powers of two:
+                12 MiB is an SD AU_SIZE code); 0 = no geometry.
+    page_bytes  page size (divides ``au_bytes``); 0 = none.
+    au_cross / page_cross
+                seconds added to a request that crosses an AU boundary / a page boundary (a
+                request crossing an AU boundary pays ``au_cross`` only).
+    open_aus    AUs the card keeps open for writing (0 = no limit); a write that opens one
+                more closes the least recently written one and costs ``gc_seconds``.
+    open_aus_random
+                of those, how many may be written out of order (None: as many as ``open_aus``);
+                one more written out of order closes the oldest such AU (``gc_seconds``).
+    fat_aus     the first this many AUs are FAT-tuned: written in any order at no cost, never
+                counted as open.
     """
 
     size: int
@@ -173,6 +188,14 @@ class CardSpec:
     drain_rate: float | None = None
     flush: str = "honest"
     pull_damage: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+    au_bytes: int = 0
+    page_bytes: int = 0
+    au_cross: float = 0.0
+    page_cross: float = 0.0
+    open_aus: int = 0
+    open_aus_random: int | None = None
+    gc_seconds: float = 0.0
+    fat_aus: int = 0
 
     def __post_init__(self) -> None:
         # Normalise and validate; frozen, so go through object.__setattr__.
@@ -203,6 +226,28 @@ class CardSpec:
             raise UsageError("a write cache (cache_bytes > 0) needs a cache_rate")
         if self.volatile_bytes and self.drain_rate is None:
             raise UsageError("a volatile write cache (volatile_bytes > 0) needs a drain_rate")
+        self._check_geometry()
+
+    def _check_geometry(self) -> None:
+        for key in ("au_bytes", "page_bytes", "open_aus", "fat_aus"):
+            value = _int(getattr(self, key), key)
+            if value < 0:
+                raise UsageError(f"{key} must be >= 0, got {value!r}")
+            object.__setattr__(self, key, value)
+        for key in ("au_cross", "page_cross", "gc_seconds"):
+            object.__setattr__(self, key, _seconds(getattr(self, key), key))
+        au, page = self.au_bytes, self.page_bytes
+        if au % SECTOR or page % SECTOR:
+            raise UsageError(f"au_bytes and page_bytes must be multiples of 512 B, got {au} and {page}")
+        if page and (not au or au % page):
+            raise UsageError(f"page_bytes ({page}) must divide au_bytes ({au})")
+        if not au and (self.open_aus or self.fat_aus or self.au_cross or self.gc_seconds):
+            raise UsageError("open_aus, fat_aus, au_cross and gc_seconds need an au_bytes")
+        if self.open_aus_random is not None:
+            value = _int(self.open_aus_random, "open_aus_random")
+            if not 1 <= value <= self.open_aus:
+                raise UsageError(f"open_aus_random must be between 1 and open_aus ({self.open_aus}), got {value}")
+            object.__setattr__(self, "open_aus_random", value)
 
     @property
     def kept(self) -> int:

@@ -2,7 +2,7 @@
 
 A measurement leaves a record: a run result (``cardbench.result/1``), a verify document
 (``cardbench.verify/1``), a reader probe (``cardbench.probe/1``), a drawer session
-(``cardbench.session/1``). Each is a :class:`Kind` registered by its own module here
+(``cardbench.session/1``), a card's flash geometry (``cardbench.geometry/1``). Each is a :class:`Kind` registered by its own module here
 (:mod:`~cardbench.kinds.result`, :mod:`~cardbench.kinds.verify`, :mod:`~cardbench.kinds.probe`,
 :mod:`~cardbench.kinds.session`), the way engines register in :mod:`cardbench.engine.registry`.
 Everything that handles records iterates over :func:`kinds` instead of naming them:
@@ -71,12 +71,15 @@ from cardbench.kinds.registry import (
 # the built-in kinds register themselves, in this order (the registry above never imports them)
 from cardbench.kinds import result as _result, verify as _verify, probe as _probe, session as _session  # noqa: E402,F401,I001  isort: skip
 from cardbench.kinds import pulltest as _pulltest  # noqa: E402,F401,I001  isort: skip
+from cardbench.kinds import geometry as _geometry  # noqa: E402,F401,I001  isort: skip
 
 RESULT, VERIFY, PROBE, SESSION = _result.RESULT, _verify.VERIFY, _probe.PROBE, _session.SESSION
 PULLTEST = _pulltest.PULLTEST
+GEOMETRY, GEOMETRY_SCHEMA = _geometry.GEOMETRY, _geometry.SCHEMA
 RESULT_SCHEMA, VERIFY_SCHEMA, PROBE_SCHEMA, SESSION_SCHEMA = (RESULT.schema, VERIFY.schema, PROBE.schema,
                                                               SESSION.schema)
 
 __all__ = ["Kind", "Link", "Table", "RECORDS", "register", "unregister", "kinds", "kind_names", "kind_named",
            "kind_for_schema", "kind_of", "document_of", "describe", "count_items", "RESULT", "VERIFY", "PROBE",
-           "SESSION", "PULLTEST", "RESULT_SCHEMA", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA"]
+           "SESSION", "PULLTEST", "RESULT_SCHEMA", "VERIFY_SCHEMA", "PROBE_SCHEMA", "SESSION_SCHEMA", "GEOMETRY",
+           "GEOMETRY_SCHEMA"]

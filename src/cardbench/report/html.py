@@ -26,6 +26,7 @@ from cardbench.report.drawer import (
     headers,
     legend,
 )
+from cardbench.report.geometry import geometry_section
 from cardbench.report.readers import reader_title
 from cardbench.report.svg import Bar, Series, bar_chart, line_chart
 from cardbench.report.terminal import plain
@@ -199,7 +200,7 @@ def _verify(docs: list[dict]) -> str:
 
 
 def render_html(results: list[Result], verify_docs: list[dict] | None = None, *, rate_unit: str = "MB/s",
-                title: str = "cardbench report") -> str:
+                title: str = "cardbench report", geometry_docs: list[dict] | None = None) -> str:
     """The whole report as one HTML document (a string)."""
     check_rate_unit(rate_unit)
     results = list(results)
@@ -242,6 +243,10 @@ def render_html(results: list[Result], verify_docs: list[dict] | None = None, *,
     if verify_docs:
         parts.append('<section id="verify"><h2>Fake-capacity checks</h2>')
         parts.append(_verify(list(verify_docs)))
+        parts.append("</section>")
+    if geometry_docs:
+        parts.append('<section id="geometry"><h2>Flash geometry</h2>')
+        parts.append(geometry_section(list(geometry_docs)))
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
