@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from cardbench.emulate import CardSpec, EmulatedCard  # noqa: E402
 from cardbench.geometry import GeometryOptions, find_geometry  # noqa: E402
 from cardbench.geometry.doc import size_text  # noqa: E402
-from cardbench.target import open_device_target
+from cardbench.target import open_device_target  # noqa: E402
 from cardbench.units import MB  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
