@@ -105,15 +105,19 @@ def layout_of(doc: dict) -> tuple[int, str]:
     return 3, f"version {version or 'unknown'}"
 
 
-def _num(obj: dict, key: str, where: str, *, required: bool = True) -> float | None:
+def _num(obj: dict, key: str, where: str) -> float:
+    """``obj[key]`` as a number; FioJsonError naming the key when it is missing or not a number."""
     if key not in obj:
-        if required:
-            raise FioJsonError(f"{where}: no '{key}'")
-        return None
+        raise FioJsonError(f"{where}: no '{key}'")
     try:
         return parse_number(obj[key], f"{where}.{key}", negative=True)
     except UnitError as e:
         raise FioJsonError(str(e)) from None
+
+
+def _opt_num(obj: dict, key: str, where: str) -> float | None:
+    """``obj[key]`` as a number, or None when fio left the key out."""
+    return _num(obj, key, where) if key in obj else None
 
 
 def _count(n: int, where: str) -> int:
@@ -132,7 +136,7 @@ def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
     pct = obj.get("percentile") or {}
     if not isinstance(pct, dict):
         raise FioJsonError(f"{where}.percentile: not an object")
-    for key, value in pct.items():
+    for key in pct:
         try:
             p = parse_number(key, f"{where}.percentile")
         except UnitError:
@@ -141,7 +145,7 @@ def _latency(obj: Any, scale: float, where: str) -> dict[str, float] | None:
             continue
         out["p" + f"{p:g}"] = _num(pct, key, f"{where}.percentile") * scale
     for key in ("mean", "max"):
-        v = _num(obj, key, where, required=False)
+        v = _opt_num(obj, key, where)
         if v is not None and (v > 0 or out):
             out[key] = v * scale
     return out or None
@@ -187,13 +191,13 @@ def fio_sides(doc: dict) -> FioDoc:
                 raise FioJsonError(f"{w}: negative io_bytes or runtime")
             if io == 0:
                 continue
-            ops = _num(s, "total_ios", w, required=False)
+            ops = _opt_num(s, "total_ios", w)
             out.sides.append(FioSide(
                 job_index=n, jobname=jobname, side=side,
                 io_bytes=_count(int(io) * (KiB if kib_io else 1), f"{w}.io_bytes"), runtime_s=runtime_ms / 1000.0,
                 ops=_count(int(ops), f"{w}.total_ios") if ops is not None else None,
-                bw_kib_s=_num(s, "bw", w, required=False), bw_bytes=_num(s, "bw_bytes", w, required=False),
-                iops=_num(s, "iops", w, required=False),
+                bw_kib_s=_opt_num(s, "bw", w), bw_bytes=_opt_num(s, "bw_bytes", w),
+                iops=_opt_num(s, "iops", w),
                 clat_s=_latency(s.get("clat" + suffix), lat_scale, f"{w}.clat{suffix}"),
                 lat_s=_latency(s.get("lat" + suffix), lat_scale, f"{w}.lat{suffix}"),
                 slat_mean_s=(_latency(s.get("slat" + suffix), lat_scale, f"{w}.slat{suffix}") or {}).get("mean"),
@@ -246,8 +250,8 @@ def fio_run(doc: str | bytes | dict, rw: str | None = None, *, percentiles=None)
         "clat_mean_s": (main.clat_s or {}).get("mean"),
     }
     jobs = [j for j in d["jobs"] if isinstance(j, dict)]
-    usr = sum(_num(j, "usr_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
-    sys_ = sum(_num(j, "sys_cpu", f"jobs[{i}]", required=False) or 0.0 for i, j in enumerate(jobs))
+    usr = sum(_opt_num(j, "usr_cpu", f"jobs[{i}]") or 0.0 for i, j in enumerate(jobs))
+    sys_ = sum(_opt_num(j, "sys_cpu", f"jobs[{i}]") or 0.0 for i, j in enumerate(jobs))
     extra["cpu_s"] = (usr + sys_) / 100.0 * runtime_s   # fio's own CPU time (user + system)
     if main.slat_mean_s is not None:
         extra["slat_mean_s"] = main.slat_mean_s

@@ -212,3 +212,17 @@ def test_real_fio_normal_and_json_of_one_run(tmp_path):
         assert (b.runs[0].bytes, b.runs[0].seconds, b.runs[0].ops) == (a.runs[0].bytes, a.runs[0].seconds,
                                                                        a.runs[0].ops), a.name
     os.remove(data)
+
+
+@pytest.mark.parametrize("first, second, line", [("2.2.10", "3.1", 112 + 10), ("3.1", "2.2.10", 119 + 10)])
+def test_two_fio_versions_in_one_log_are_refused_in_one_line(tmp_path, first, second, line):
+    # two real runs appended to one log: 2.x's sides had no byte multiplier until its K/M/G base
+    # was decided, which only happened for a file read as 2.x: the 2.x sides of a file that also
+    # held 3.x lines ended in "internal error: TypeError" (found by mypy: None arithmetic)
+    both = tmp_path / "both.txt"
+    both.write_text((REAL / f"fio-{first}.normal.txt").read_text() + (REAL / f"fio-{second}.normal.txt").read_text())
+    with pytest.raises(UsageError) as e:
+        import_file(both)
+    assert str(e.value) == (f"{both}: line {line}: a fio {second[0]}.x read/write line after fio {first[0]}.x "
+                            "ones: the output of two fio versions in one file; import each run's output alone; "
+                            "nothing imported")

@@ -99,6 +99,33 @@ def test_legacy_csv_flags_and_columns(data_dir):
     assert rep.notes == []                                   # "Comment" is a known, ignored column
 
 
+def test_a_quoted_field_across_lines_keeps_every_row_on_its_own_line(data_dir):
+    # the records were paired with the file's lines one to one: after a comment that spans two
+    # lines every later row, its flags and its raw text were named by the line above it
+    rep = import_file(data_dir / "drawer_legacy_multiline.csv")
+    assert [r.target["line"] for r in rep.results] == [2, 4, 5, 6, 7]
+    assert [(f.line, f.row, f.figure) for f in rep.flags] == [(6, "Crucial 256M", "average write time (s)")]
+    assert rep.results[0].test("seq_write").extra["raw"].endswith('"first card,\nbought at the fair"')
+    assert rep.results[1].test("seq_write").extra["raw"].startswith("SanDisk,64M,")
+    # and a header name with a line break in it is named on the one line of the refusal
+    with pytest.raises(UsageError) as e:
+        import_text('Brand,"Comment\n(free text)"\nLexar,ok\n', path="h.csv", fmt="csv")
+    assert "\n" not in str(e.value) and "CSV header (Brand, Comment (free text))" in str(e.value)
+
+
+def test_an_unclosed_quote_in_a_large_csv_is_one_line(data_dir, tmp_path):
+    # a stray quote makes the rest of the file one field; past the csv module's 128 KiB limit that
+    # ended in "internal error: Error: field larger than field limit"
+    head, *rows = (data_dir / "drawer_legacy.csv").read_text().splitlines()
+    big = tmp_path / "big.csv"
+    big.write_text("\n".join([head, rows[0].replace("first card", '"first card'), *rows[1:] * 800]) + "\n")
+    assert big.stat().st_size > 128 * 1024
+    with pytest.raises(UsageError) as e:
+        import_file(big)
+    assert str(e.value) == (f"{big}: line 2: not CSV cardbench can read (field larger than field limit (131072); "
+                            "an unclosed quote?); nothing imported")
+
+
 def test_legacy_csv_variants(tmp_path):
     p = tmp_path / "s.csv"
     p.write_text("make;size_bytes;w1;w2;Read (MiB/s);read x;Colour\n"

@@ -180,12 +180,9 @@ def _import_text(text: str, *, path: str, fmt: str | None, file_size: int | str 
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             # a field of the wrong type or shape: bad input in one line, not an internal error
             raise UsageError(f"{path}: fio JSON that cardbench cannot read ({type(e).__name__}: {e})") from None
-    kw = {"path": path, "digest": digest, "reader": reader}
     if fmt in ("table", "csv"):
-        if fmt == "table":
-            report = import_table(text, file_size=file_size, **kw)
-        else:
-            report = import_csv(text, file_size=file_size, **kw)
+        survey = import_table if fmt == "table" else import_csv
+        report = survey(text, path=path, digest=digest, file_size=file_size, reader=reader)
         if card is not None:
             report.notes.append("--card applies to single-card formats; survey rows name their cards")
         return report
@@ -194,7 +191,7 @@ def _import_text(text: str, *, path: str, fmt: str | None, file_size: int | str 
     readers = {"fio-terse": import_terse, "fio-normal": import_fio_normal, "kdiskmark": diskmark.import_kdiskmark,
                "crystaldiskmark": diskmark.import_crystaldiskmark, "f3": f3.import_f3, "f3probe": f3.import_f3probe,
                "h2testw": f3.import_h2testw, "hdparm": hdparm_dd.import_hdparm, "dd": hdparm_dd.import_dd}
-    return readers[fmt](text, card=card, **kw)
+    return readers[fmt](text, path=path, digest=digest, card=card, reader=reader)
 
 
 def import_file(path: str | os.PathLike, fmt: str | None = None, *, file_size: int | str | None = None,
@@ -218,12 +215,10 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, *, file_size: i
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        try:
-            text = data.decode("latin-1") if b"\x00" not in data else None
-        except UnicodeDecodeError:
-            text = None
-        if text is None:
+        # latin-1 decodes any bytes; a NUL byte is what shows a file that is not text
+        if b"\x00" in data:
             raise UsageError(f"{p} is not a text file (CSV, table or JSON)") from None
+        text = data.decode("latin-1")
     if not text.strip():
         raise UsageError(f"{p} is empty")
     return import_text(text, path=str(p), fmt=fmt, file_size=file_size, reader=reader, card=card)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import textwrap
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -77,19 +78,23 @@ class ImportReport:
             out[0] += f"; write times taken as seconds to write {self.file_size_bytes:,} B ({self.file_size_source})"
         said = ([f"units: {self.convention}"] if self.convention else []) + \
             [verify_line(d) for d in self.verify_docs] + [f"note: {n}" for n in self.notes]
-        wrap = dict(width=80, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+
+        def wrap(text: str) -> str:
+            return textwrap.fill(text, width=80, initial_indent="  ", subsequent_indent="    ",
+                                 break_on_hyphens=False)
+
         if self.format != "cardbench":
             # the errors lead, largest first, each with its size in percent; then the rule, then notes
             errors = sorted(self.flags, key=lambda f: -abs(f.percent or 0.0))
             n = len(errors)
             out.append(f"{n} figure{'s' if n != 1 else ''} disagree{'s' if n == 1 else ''} with the row's own raw "
                        "data beyond rounding" + (" (errors):" if errors else ""))
-            out += [textwrap.fill(f"ERROR {f}" if self.audit_rule else str(f), **wrap) for f in errors]
+            out += [wrap(f"ERROR {f}" if self.audit_rule else str(f)) for f in errors]
         out += [textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False) for line in said]
         if self.audit_rule:
             out.append(textwrap.fill(f"audit: {self.audit_rule}", width=80, subsequent_indent="  ",
                                      break_on_hyphens=False))
-        out += [textwrap.fill(str(x), **wrap) for x in [*self.audit_notes, *self.skipped]]
+        out += [wrap(str(x)) for x in [*self.audit_notes, *self.skipped]]
         return out
 
     def flagged_lines(self) -> list[int]:
@@ -187,7 +192,7 @@ class SurveyRow:
         return errors, notes
 
     def to_result(self, *, path: str, fmt: str, digest: str, reader: str | None = None,
-                  flags: list[Flag] = ()) -> Result:
+                  flags: Sequence[Flag] = ()) -> Result:
         unit_b = RATE_UNITS[self.rate_unit]
         printed = {k: getattr(self, k).text for k in ("avg", "write_rate", "write_x", "read_rate", "read_x")
                    if getattr(self, k) is not None}
@@ -254,7 +259,7 @@ def imported_result(*, path: str, fmt: str, digest: str, key: str, tests: list[T
 
 
 def imported_verify(*, path: str, fmt: str, digest: str, key: str, mode: str, tool: str,
-                    tool_version: str | None, verdict: str, announced: int | None, usable: int | None,
+                    tool_version: str | None, verdict: str | None, announced: int | None, usable: int | None,
                     kind: str | None, basis: str, card: Card | None = None, reader: str | None = None,
                     device: str | None = None, fix_command: str | None = None, raw: str = "",
                     **fields: Any) -> dict:

@@ -96,17 +96,18 @@ def parse_line(line_no: int, line: str, file_bytes: int, size_source: str) -> Su
     if len(right) < 3 or len(right) > 5:
         return Skipped(line_no, line.strip(), f"expected 3 to 5 figures after 'average' (average s, write MB/s, "
                                               f"write X[, read MB/s, read X]), found {len(right)}")
-    figs = [_figure(t) for t in right] + [None] * (5 - len(right))
-    for tok, fig in zip(right, figs):
+    printed = [_figure(t) for t in right]
+    for tok, fig in zip(right, printed, strict=True):
         if fig is None and tok.strip() not in ("-", "?", "n/a"):
             return Skipped(line_no, line.strip(), f"{tok!r} is not a number")
-    avg, wrate, wx, rrate, rx = figs
+    avg, wrate, wx, rrate, rx = printed + [None] * (5 - len(right))     # no read figures: None
     return SurveyRow(line=line_no, brand=brand, capacity_text=capacity, label=rated, times=times,
                      file_bytes=file_bytes, file_size_source=size_source, avg=avg, write_rate=wrate, write_x=wx,
                      read_rate=rrate, read_x=rx, raw=line.rstrip("\n"))
 
 
-def import_table(text: str, *, path: str, digest: str, file_size=None, reader: str | None = None) -> ImportReport:
+def import_table(text: str, *, path: str, digest: str, file_size: int | str | None = None,
+                 reader: str | None = None) -> ImportReport:
     file_bytes, source = resolve_file_size(file_size, file_size_directive(text))
     report = ImportReport(path=path, format="table", file_size_bytes=file_bytes, file_size_source=source)
     for line_no, line in enumerate(text.splitlines(), start=1):

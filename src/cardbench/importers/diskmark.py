@@ -80,11 +80,14 @@ def _f(text: str, where: str) -> Printed:
     return Printed.read(text, where)
 
 
-def _row_numbers(n: int, size: str | None, unit: str | None, q: str | None, t: str) -> tuple[int | None, int, int]:
-    """Block size (bytes), queue depth and threads of result line ``n`` (units.parse_count)."""
-    w = f"line {n}"
-    bs = parse_count(size, f"{w}, block size") * (MiB if unit == "MiB" else KiB) if size else None
-    return bs, parse_count(q or 1, f"{w}, Q="), parse_count(t, f"{w}, T=")
+def _block_size(n: int, size: str, unit: str | None) -> int:
+    """The block size (bytes) result line ``n`` prints (units.parse_count)."""
+    return parse_count(size, f"line {n}, block size") * (MiB if unit == "MiB" else KiB)
+
+
+def _depth_threads(n: int, q: str | None, t: str) -> tuple[int, int]:
+    """Queue depth and threads of result line ``n`` (units.parse_count)."""
+    return parse_count(q or 1, f"line {n}, Q="), parse_count(t, f"line {n}, T=")
 
 
 def _measure_seconds(text: str) -> tuple[float, str]:
@@ -195,7 +198,7 @@ def import_kdiskmark(text: str, *, path: str, digest: str, card: Card | None = N
             raise bad_input(path, f"line {n}", "not a KDiskMark result line ('Sequential 1 MiB (Q= 8, T= 1): "
                                                "... MB/s [ ... IOPS] < ... us>') under [Read], [Write] or [Mix]")
         kind, size, unit, q, t, rate, iops, lat = lm.groups()
-        bs, qd, th = _row_numbers(n, size, unit, q, t)
+        bs, (qd, th) = _block_size(n, size, unit), _depth_threads(n, q, t)
         rows.append(_Row(n, line.strip(), kind == "Sequential", "mix" if section == "mix" else section,
                          bs, qd, th, _f(rate, f"line {n}, MB/s"), _f(iops, f"line {n}, IOPS"), _f(lat, f"line {n}, us"),
                          mix))
@@ -256,7 +259,7 @@ def import_crystaldiskmark(text: str, *, path: str, digest: str, card: Card | No
             if section is None:
                 raise bad_input(path, f"line {n}", "a result line before any [Read] / [Write] / [Mix] section")
             kind, size, unit, q, t, rate, iops, lat = nm.groups()
-            bs, qd, th = _row_numbers(n, size, unit, q, t)
+            bs, (qd, th) = _block_size(n, size, unit), _depth_threads(n, q, t)
             rows.append(_Row(n, line.strip(), kind in ("Sequential", "SEQ"), "mix" if section == "mix" else section,
                              bs, qd, th, _f(rate, f"line {n}, MB/s"), _f(iops, f"line {n}, IOPS"),
                              _f(lat, f"line {n}, us"), mix))
@@ -266,9 +269,9 @@ def import_crystaldiskmark(text: str, *, path: str, digest: str, card: Card | No
             raise bad_input(path, f"line {n}", "not a CrystalDiskMark result line (5.x-6.x 'Sequential Read "
                                                "(Q= 32,T= 1) : ... MB/s', 7.x-9.x 'SEQ 1MiB (Q= 8, T= 1): ...')")
         kind, op, size, unit, q, t, rate, iops = om.groups()
-        bs, qd, th = _row_numbers(n, size, unit, q, t)
-        if bs is None:
-            bs = 128 * KiB if q else MiB        # 5.x/6.x: Seq Q32T1 128 KiB; 5.x's Seq (T= 1) 1 MiB at QD1
+        qd, th = _depth_threads(n, q, t)
+        # 5.x/6.x print no block size for Seq: Q32T1 is 128 KiB; 5.x's Seq (T= 1) is 1 MiB at QD1
+        bs = _block_size(n, size, unit) if size else 128 * KiB if q else MiB
         rows.append(_Row(n, line.strip(), kind == "Sequential", op.lower(), bs, qd, th, _f(rate, f"line {n}, MB/s"),
                          _f(iops, f"line {n}, IOPS") if iops else None, None))
     _check_complete(path, text, rows, r"^\s*(Profile|Test)\s*:", "'Profile:' (7.x on) or 'Test :' (5.x, 6.x)")

@@ -111,7 +111,8 @@ def _size_flag(flags: list[Flag], line: int, row: str, figure: str, printed: str
     check_figure(flags, line, row, figure, p, exact, exact, exact, f"{count:,} x {block} B in {unit}")
 
 
-def _f3_verdict(files: list[dict], ok: int, lost: int, parts: dict[str, int], read_all: bool) -> tuple[str, str | None]:
+def _f3_verdict(files: list[dict], ok: int, lost: int, parts: dict[str, int],
+                read_all: bool) -> tuple[str | None, str | None]:
     """The one rule (verify/verdict.py) on f3read's counts: "corrupted" sectors are lost (each
     file's placed at its end), "overwritten" ones came from another position, "slightly changed"
     ones and unread data are damage."""
@@ -192,10 +193,9 @@ def import_f3(text: str, *, path: str, digest: str, card: Card | None = None,
             raise bad_input(path, f"after line {last}", f"no '{key}:' line: the f3read output is truncated")
     ok = totals["Data OK"][1]
     lost = totals["Data LOST"][1]
-    parts = {k: totals[k][1] for k in ("Corrupted", "Slightly changed", "Overwritten") if k in totals}
+    parts: dict[str, int] = {k: totals[k][1] for k in ("Corrupted", "Slightly changed", "Overwritten") if k in totals}
     if len(parts) == 3 and sum(parts.values()) != lost:
-        line = totals["Data LOST"][0]
-        check_figure(flags, line, "f3read totals", "Data LOST sectors", Printed(str(lost), lost, 0),
+        check_figure(flags, totals["Data LOST"][0], "f3read totals", "Data LOST sectors", Printed(str(lost), lost, 0),
                      sum(parts.values()), sum(parts.values()), sum(parts.values()), "corrupted + changed + overwritten")
     if files:
         fsum = {k: sum(f["counts"][k] for f in files) for k in ("ok", "corrupted", "changed", "overwritten")}
@@ -261,8 +261,8 @@ def import_f3probe(text: str, *, path: str, digest: str, card: Card | None = Non
     usable = parse_count(usable_blocks * block, "*Usable* size", expected="a size in bytes")
     announced = parse_count(announced_blocks * block, "Announced size", expected="a size in bytes")
     flags: list[Flag] = []
-    for name in ("*Usable* size", "Announced size"):
-        value, unit, blocks, _o, line = sizes[name]
+    for name, blocks in (("*Usable* size", usable_blocks), ("Announced size", announced_blocks)):
+        value, unit, _b, _o, line = sizes[name]
         _size_flag(flags, line, "f3probe", name, value, unit, blocks, _F3_UNITS, block)
     # the one rule on what f3probe found: a fake type is a boundary at its usable size (wraparound
     # and chain: data came back from another position; limbo: writes past it are lost); its
@@ -335,7 +335,8 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
             first_error = parse_count(int(m.group(1), 16), f"line {n}, first error offset")
     clean = re.search(r"Test finished without errors|Test ohne Fehler beendet", text)
     defective = re.search(r"media is likely to be defective|Medium ist wahrscheinlich defekt", text)
-    if not clean and not defective:
+    said = clean or defective           # H2testw's own verdict sentence
+    if said is None:
         raise bad_input(path, "H2testw log", "neither 'Test finished without errors.' nor 'The media is likely to "
                                              "be defective.' (truncated, or a language cardbench does not read)")
     if defective and ("ok" not in counts or "data lost" not in counts):
@@ -376,6 +377,6 @@ def import_h2testw(text: str, *, path: str, digest: str, card: Card | None = Non
                           sectors=counts or None, first_error_offset=first_error,
                           timings={"write_bytes_per_s": speeds.get("write"), "read_bytes_per_s": speeds.get("read")},
                           flags=[str(f) for f in flags], ok_line=ok_text,
-                          tool_verdict=_line_of(text, clean or defective))
+                          tool_verdict=_line_of(text, said))
     report.verify_docs.append(doc)
     return report

@@ -147,19 +147,20 @@ def _side_test(p: FioSide, report: ImportReport, namer: _Namer, version: str | N
         report.notes.append(f"job {p.jobname!r}: rw={rw} is not a read or write workload; skipped")
         return None
     guessed = []
-    if bs is None:
+    if bs is None and bs_parts:
+        bs = 4096
+    elif bs is None:
         # fio 2.1's JSON prints no operation count, terse only whole IOPS: IOPS x runtime
         # stands in for it, and is only good enough for the nearest power of two
         est = iops_whole or (not p.ops and bool(p.iops) and p.runtime_s > 0)
         ops = p.ops if p.ops and not est else (p.iops * p.runtime_s if p.iops else p.ops)
-        bs = _pow2_block(p.io_bytes, ops, estimated=est) if not bs_parts else None
-        if bs is None and not bs_parts:
+        found = _pow2_block(p.io_bytes, ops, estimated=est)
+        if found is None:
             bs = 4096
             guessed.append("block size 4 KiB (fio's default)")
-        elif not bs_parts:
-            guessed.append(f"block size {bs} B (io bytes / " + ("(IOPS x runtime))" if est else "operations)"))
         else:
-            bs = 4096
+            bs = found
+            guessed.append(f"block size {bs} B (io bytes / " + ("(IOPS x runtime))" if est else "operations)"))
     depth_opt = opts.get("iodepth")
     depth = parse_count(depth_opt, f"{p.path} iodepth", expected="a queue depth") if depth_opt is not None \
         else (_depth_from_levels(levels) if not rw else None)

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 from cardbench.errors import UsageError
 from cardbench.fiojson import FioSide
-from cardbench.importers.base import ImportReport, imported_result
+from cardbench.importers.base import ImportReport, bad_input, imported_result
 from cardbench.importers.checks import Flag, Printed, check_figure
 from cardbench.importers.fio import _Namer, _side_test
-from cardbench.result import TestResult
+from cardbench.result import Card, TestResult
 from cardbench.units import parse_count, parse_number
 
 _JOB_LINE_RE = re.compile(r"^\s*(?P<name>\S.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>[^,]+), bs=(?P<bs>.*?), "
@@ -118,11 +118,11 @@ class _Side:
     line: int
     side: str
     io: Printed
-    io_mult: float | None        # bytes per printed unit of io (None: 2.x, base not yet known)
+    io_mult: float               # bytes per printed unit of io (2.x: 1024-based until _decide_base says)
     io_pow: int                  # the power of the prefix (2.x: the base is decided later)
     bw: Printed
     bw_pow: int
-    bw_mult: float | None
+    bw_mult: float
     iops: Printed
     ms: int
     raw: str
@@ -171,6 +171,13 @@ def _mult(unit: str) -> float:
     return float((1024 if unit.endswith("i") else 1000) ** _POW[prefix])
 
 
+def _two_layouts(path: str, n: int, this: str, before: str) -> UsageError:
+    # two runs pasted into one log: 2.x's K/M/G base is decided over the whole file, and one
+    # Result holds one fio version
+    return bad_input(path, f"line {n}", f"a fio {this} read/write line after fio {before} ones: the output of two "
+                                        "fio versions in one file; import each run's output alone")
+
+
 def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list[_Job]]:
     version, vt, layout = None, None, 0
     options: dict[str, dict] = {}
@@ -207,16 +214,21 @@ def _parse(text: str, path: str) -> tuple[str | None, int, dict[str, dict], list
         job.raw.append(line)
         m = _V2_SIDE_RE.match(line)
         if m:
-            layout = layout or 2
+            if layout == 3:
+                raise _two_layouts(path, n, "2.x", "3.x")
+            layout = 2
             w = f"line {n}, {m.group('side')}"
-            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt, f"{w} io"), None,
-                                   _POW[m.group("io_u")], _printed(m.group("bw"), vt, f"{w} bw"), _POW[m.group("bw_u")],
-                                   None, _scaled(_printed(m.group("iops"), vt, f"{w} iops"), m.group("iops_u"),
+            io_pow, bw_pow = _POW[m.group("io_u")], _POW[m.group("bw_u")]
+            job.sides.append(_Side(n, m.group("side"), _printed(m.group("io"), vt, f"{w} io"), float(1024 ** io_pow),
+                                   io_pow, _printed(m.group("bw"), vt, f"{w} bw"), bw_pow,
+                                   float(1024 ** bw_pow), _scaled(_printed(m.group("iops"), vt, f"{w} iops"), m.group("iops_u"),
                                                  _SI[m.group("iops_u").lower()]),
                                    parse_count(m.group("ms"), f"{w} runt"), line.strip()))
             continue
         m = _V3_SIDE_RE.match(line)
         if m:
+            if layout == 2:
+                raise _two_layouts(path, n, "3.x", "2.x")
             layout = 3
             w = f"line {n}, {m.group('side')}"
             scale = 1000.0 ** _POW[m.group("iops_u")]
@@ -304,7 +316,7 @@ def _ops(job: _Job, s: _Side) -> int | None:
     return job.issued[i] if i < len(job.issued) else None
 
 
-def import_fio_normal(text: str, *, path: str, digest: str, card=None, reader: str | None = None) -> ImportReport:
+def import_fio_normal(text: str, *, path: str, digest: str, card: Card | None = None, reader: str | None = None) -> ImportReport:
     """fio's human output (fio 2.x or 3.x) as one Result."""
     version, layout, options, jobs = _parse(textwrap.dedent(text), path)
     if not jobs or not any(j.sides for j in jobs):

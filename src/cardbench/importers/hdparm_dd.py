@@ -164,11 +164,6 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
             cmd = c.group(1)
             continue
         g, b = _DD_GNU.match(line), _DD_BSD.match(line)
-        if not g and not b:
-            if re.match(r"^\d+ bytes?\b.*(copied|transferred)", line):
-                raise bad_input(path, f"line {n}", "a dd closing line cardbench cannot read (expected 'N bytes "
-                                                   "(.. MB, .. MiB) copied, S s, R MB/s')")
-            continue
         flags: list[Flag] = []
         if g:
             nbytes, paren, secs, rate, space, unit = g.groups()
@@ -193,12 +188,17 @@ def import_dd(text: str, *, path: str, digest: str, card: Card | None = None,
                         check_figure(flags, n, "dd", f"size in {pm.group(2)}", _p(pm.group(1), f"line {n}, size"), exact, exact, exact,
                                      f"{nbytes:,} B in {pm.group(2)}")
             printed_rate = f"{rate} {unit}/s"
-        else:
+        elif b:
             nbytes, secs, rate = b.groups()
             nbytes, sp, ub = parse_count(nbytes, f"line {n}, bytes"), _p(secs, f"line {n}, secs"), 1
             rp = Printed(rate, parse_number(rate, f"line {n}, bytes/sec"), 0.5)
             unit = "bytes"
             printed_rate = f"{rate} bytes/sec"
+        else:
+            if re.match(r"^\d+ bytes?\b.*(copied|transferred)", line):
+                raise bad_input(path, f"line {n}", "a dd closing line cardbench cannot read (expected 'N bytes "
+                                                   "(.. MB, .. MiB) copied, S s, R MB/s')")
+            continue
         if sp.value <= 0:
             raise bad_input(path, f"line {n}", "zero seconds")
         central = nbytes / sp.value / ub

@@ -45,6 +45,7 @@ from cardbench.importers.base import (
     ImportReport,
     Skipped,
     SurveyRow,
+    bad_input,
     none_if_blank,
     resolve_file_size,
 )
@@ -116,7 +117,8 @@ def _times(text: str) -> list[Printed] | None:
     return out
 
 
-def import_csv(text: str, *, path: str, digest: str, file_size=None, reader: str | None = None) -> ImportReport:
+def import_csv(text: str, *, path: str, digest: str, file_size: int | str | None = None,
+               reader: str | None = None) -> ImportReport:
     default_bytes, default_source = resolve_file_size(file_size, file_size_directive(text))
     report = ImportReport(path=path, format="csv", file_size_bytes=default_bytes, file_size_source=default_source)
     lines = text.splitlines()
@@ -124,26 +126,42 @@ def import_csv(text: str, *, path: str, digest: str, file_size=None, reader: str
     if not numbered:
         return report
     reader_csv = csv.reader(io.StringIO("\n".join(line for _, line in numbered)), sniff_dialect(text))
-    rows = list(reader_csv)
-    header = rows[0]
+    # (line number, text, fields) of each record: a quoted field may hold line breaks, so a record
+    # can span lines, and the reader's own count of lines read says where the next one starts
+    rows: list[tuple[int, str, list[str]]] = []
+    start = 0
+    try:
+        for values in reader_csv:
+            rows.append((numbered[start][0], "\n".join(line for _, line in numbered[start:reader_csv.line_num]),
+                         values))
+            start = reader_csv.line_num
+    except csv.Error as e:
+        # a field beyond the csv module's limit (128 KiB): most often a stray quote that made the
+        # rest of the file one field
+        raise bad_input(path, f"line {numbered[start][0]}", f"not CSV cardbench can read ({e}; an unclosed "
+                                                            "quote?)") from None
+    header = rows[0][2]
     roles = [classify(h) for h in header]
-    unknown = [h for h, (role, _, _) in zip(header, roles) if role is None]
+    unknown = [h for h, (role, _, _) in zip(header, roles, strict=True) if role is None]
     if unknown:
         report.notes.append("ignored columns: " + ", ".join(unknown))
     present = {role for role, _, _ in roles}
     if not present & {"write_time", "write_times", "write_rate", "read_rate", "read_time"}:
-        raise UsageError(f"{path}: no write or read columns found in the CSV header ({', '.join(header)}); "
+        named = ", ".join(" ".join(h.split()) for h in header)        # a quoted name may hold a line break
+        raise UsageError(f"{path}: no write or read columns found in the CSV header ({named}); "
                          "see `cardbench import --help` for the accepted headers")
     own_export = {"result_id", "card_identity"} <= {normalize(h) for h in header}
     units = {role: unit for role, _, unit in roles if role in ("write_rate", "read_rate")}
     rate_unit = units.get("write_rate") or units.get("read_rate") or "MB/s"
     if len(set(units.values())) > 1:
         report.notes.append(f"write and read rates are in different units; both read as {rate_unit}")
-    for (line_no, raw), values in zip(numbered[1:], rows[1:]):
+    for line_no, raw, values in rows[1:]:
         fields: dict[str, str] = {}
         write_times: list[tuple[int, str]] = []
         read_times: list[tuple[int, str]] = []
-        for (role, number, _), value in zip(roles, values):
+        # a row may hold fewer fields than the header (empty trailing columns left off): those are
+        # blank; fields beyond the header's have no column to go to
+        for (role, number, _), value in zip(roles, values, strict=False):
             if role is None or role == "ignore":
                 continue
             if role == "write_time":
