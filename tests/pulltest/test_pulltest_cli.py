@@ -3,8 +3,10 @@ that uhubctl cannot switch, Ctrl-C while waiting and --resume."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -162,3 +164,40 @@ def test_by_hand_on_a_named_emulated_card(tmp_path):
         assert "\npull 1: " in err
     finally:
         cb("emulate", "stop", "pt")
+
+
+def test_html_report_shows_the_stored_pull_test(tmp_path):
+    """A liar's pull test stored in a SQLite file, then `cardbench report --html` from it: the
+    pull test section with the verdict, the answer in words and the pull's counts and oldest age."""
+    db = str(tmp_path / "pulls.sqlite")
+    with EmulatedCard(spec("liar")) as card:
+        proc = _start(tmp_path, card.device, "--json", "--no-prompt", "--timeout", "60", "--mix", "small",
+                      "--confirm", str(SIZE), "--db", db)
+        _when_writing(card, proc)
+        card.set(drain_rate=0.25 * MB)
+        time.sleep(1.5)
+        card.pull()
+        time.sleep(0.3)
+        card.reinsert()
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    (pull,) = doc["pulls"]
+    assert doc["verdict"] == "loses" and pull["lost"] + pull["torn"] > 0
+    html_file = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "cardbench", "report", "--html", str(html_file), "--db", db, "--json"],
+                       capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["pulltest_results"] == 1
+    page = html_file.read_text()
+    section = page[page.index('<section id="pulltest">'):]
+    section = section[:section.index("</section>")]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", section)).split())
+    assert "Pull tests: does it keep what it acknowledged?" in text
+    assert f"loses : {doc['answer']}" in text, text
+    assert doc["answer"].startswith("Loses acknowledged writes") and "a flush does not make data durable" in text
+    counts = " ".join(f"{pull[k]:,}" for k in ("acknowledged", "intact", "lost", "torn", "in_flight",
+                                                "in_flight_torn", "old_damaged"))
+    assert f"1 {counts} {max(pull['lost_ages_s']):.2f} s" in text, text
+    assert 'class="verdict-loses"' in section and 'The kernel saw the card\'s write cache as "write back"' in text
+    assert "Old data damaged: records written before the pull" in text
