@@ -19,6 +19,9 @@ from cardbench.emulate import EmulatedCard
 from cardbench.units import MB
 from pull_helpers import SIZE, needs_emulator, records_lost, spec
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
+from chromium_helpers import Chromium, find_chromium, png_pixels  # noqa: E402
+
 pytestmark = [needs_emulator, pytest.mark.slow]
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
@@ -201,3 +204,17 @@ def test_html_report_shows_the_stored_pull_test(tmp_path):
     assert f"1 {counts} {max(pull['lost_ages_s']):.2f} s" in text, text
     assert 'class="verdict-loses"' in section and 'The kernel saw the card\'s write cache as "write back"' in text
     assert "Old data damaged: records written before the pull" in text
+    # and as a browser shows it (headless Chromium, as tests/report does): no console message, the
+    # words in the DOM, the verdict in red on the screenshot
+    binary = find_chromium()
+    if binary is None:
+        assert os.environ.get("CI") != "true", "headless Chromium must run in CI: apt-get install -y chromium"
+        print("chromium not installed: the report was not opened in a browser")
+        return
+    shot = tmp_path / "report.png"
+    dom, console = Chromium(binary).render(html_file, shot, width=1000, height=900)
+    assert console == [], console
+    assert "Pull tests: does it keep what it acknowledged?" in dom and html.escape(doc["answer"], quote=False) in dom
+    width, height, rows = png_pixels(shot)
+    red = sum(1 for row in rows for i in range(0, len(row), 3) if row[i] > 130 and row[i + 1] < 60 and row[i + 2] < 60)
+    assert red > 20, "the verdict is not shown in red"
