@@ -3,8 +3,10 @@ that uhubctl cannot switch, Ctrl-C while waiting and --resume."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +18,9 @@ import pytest
 from cardbench.emulate import EmulatedCard
 from cardbench.units import MB
 from pull_helpers import SIZE, needs_emulator, records_lost, spec
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
+from chromium_helpers import Chromium, find_chromium, png_pixels  # noqa: E402
 
 pytestmark = [needs_emulator, pytest.mark.slow]
 
@@ -162,3 +167,54 @@ def test_by_hand_on_a_named_emulated_card(tmp_path):
         assert "\npull 1: " in err
     finally:
         cb("emulate", "stop", "pt")
+
+
+def test_html_report_shows_the_stored_pull_test(tmp_path):
+    """A liar's pull test stored in a SQLite file, then `cardbench report --html` from it: the
+    pull test section with the verdict, the answer in words and the pull's counts and oldest age."""
+    db = str(tmp_path / "pulls.sqlite")
+    with EmulatedCard(spec("liar")) as card:
+        proc = _start(tmp_path, card.device, "--json", "--no-prompt", "--timeout", "60", "--mix", "small",
+                      "--confirm", str(SIZE), "--db", db)
+        _when_writing(card, proc)
+        card.set(drain_rate=0.25 * MB)
+        time.sleep(1.5)
+        card.pull()
+        time.sleep(0.3)
+        card.reinsert()
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    (pull,) = doc["pulls"]
+    assert doc["verdict"] == "loses" and pull["lost"] + pull["torn"] > 0
+    html_file = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "cardbench", "report", "--html", str(html_file), "--db", db, "--json"],
+                       capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["pulltest_results"] == 1
+    page = html_file.read_text()
+    section = page[page.index('<section id="pulltest">'):]
+    section = section[:section.index("</section>")]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", section)).split())
+    assert "Pull tests: does it keep what it acknowledged?" in text
+    assert f"loses : {doc['answer']}" in text, text
+    assert doc["answer"].startswith("Loses acknowledged writes") and "a flush does not make data durable" in text
+    counts = " ".join(f"{pull[k]:,}" for k in ("acknowledged", "intact", "lost", "torn", "in_flight",
+                                                "in_flight_torn", "old_damaged"))
+    assert f"1 {counts} {max(pull['lost_ages_s']):.2f} s" in text, text
+    assert 'class="verdict-loses"' in section and 'The kernel saw the card\'s write cache as "write back"' in text
+    assert "Old data damaged: records written before the pull" in text
+    # and as a browser shows it (headless Chromium, as tests/report does): no console message, the
+    # words in the DOM, the verdict in red on the screenshot
+    binary = find_chromium()
+    if binary is None:
+        assert os.environ.get("CI") != "true", "headless Chromium must run in CI: apt-get install -y chromium"
+        print("chromium not installed: the report was not opened in a browser")
+        return
+    shot = tmp_path / "report.png"
+    dom, console = Chromium(binary).render(html_file, shot, width=1000, height=900)
+    assert console == [], console
+    assert "Pull tests: does it keep what it acknowledged?" in dom and html.escape(doc["answer"], quote=False) in dom
+    width, height, rows = png_pixels(shot)
+    red = sum(1 for row in rows for i in range(0, len(row), 3) if row[i] > 130 and row[i + 1] < 60 and row[i + 2] < 60)
+    assert red > 20, "the verdict is not shown in red"

@@ -5,7 +5,9 @@ card whose medium is taken out of the native slot (``blockdev-remove-medium``) d
 Each: one line on stderr, the partial record stored incomplete with its error (a verify: no verdict drawn from what
 it could not read or write), no cardbench process left, nothing mounted by cardbench. And a
 stick pulled mid test in a drawer session: that card stored incomplete, the session going on to
-the next stick."""
+the next stick. And `cardbench pulltest` (issue 32) across a real unplug and replug of the same
+stick: found again by the UUID on it, each acknowledged write judged once (checked against the
+host's log), the verdict as the counts say."""
 
 from __future__ import annotations
 
@@ -158,3 +160,78 @@ def test_a_stick_pulled_in_a_drawer_session_and_the_session_goes_on(guest):
                     if x.startswith((f"/dev/{dev}", f"/dev/{dev2}"))]
     finally:
         guest.unplug("pullD2", "pullD2")
+
+
+def test_a_pull_test_across_a_real_unplug_and_replug(guest):
+    """`cardbench pulltest` on a stick (32 MiB, 4 MB/s) pulled (device_del) once the records are
+    being written, and the same stick (the same image, serial) plugged back (device_add): the
+    card found again by the UUID written on it, on whatever name it comes back as; one pull in the
+    document with acknowledged writes, each judged once (the counts checked against the host's log),
+    the verdict agreeing with the counts, the log kept on the guest's own disk, the record stored,
+    nothing left running or mounted. QEMU writes every write it completes to the image file
+    (cache.direct, no cache of its own): the stick cannot lie, but the test does not assume it; it
+    prints what it saw."""
+    serial, name = "PT1", "pullPT1"
+    db = "/tmp/home/pulltest.sqlite"
+    dev = plug_stick(guest, name, serial, STICK, "tg4")
+    kernel = guest.run("sh", "-c", f"cat /sys/block/{dev}/queue/write_cache /sys/block/{dev}/device/scsi_disk/*/"
+                                   "cache_type; dmesg | grep -i 'drive cache' | tail -1").stdout
+    back: list[str] = []
+
+    def pull_and_put_back():
+        guest.unplug(name, name)
+        assert guest.wait_for(f"! test -e /sys/block/{dev}", 60).rc == 0
+        back.append(plug_stick(guest, name, serial, STICK, "tg4", timeout=120))
+
+    # the setup writes ~12 MiB (label, old region, every slot): past it by 4 MiB the records go on
+    setup = (2 + 2 + 8) << 11
+    rc, out, err, began, took = pull_in_the_middle(
+        guest, f"python3 -m cardbench pulltest /dev/{dev} --no-prompt --cycles 1 --timeout 120 "
+               f"--confirm {serial} --json --db {db}", dev, pull_and_put_back, field=7, past=setup + 8192,
+        timeout=600)
+    print(f"pulltest: kernel {kernel.split()}; pulled {began:.1f} s after the start, ended {took - began:.1f} s "
+          f"later (rc {rc}), back as {back}; stderr: {err.strip()[-600:]}")
+    assert rc == 0 and "Traceback" not in err, err[-3000:]
+    doc = json.loads(out)
+    assert doc["schema"] == "cardbench.pulltest/1" and doc["complete"] is True and doc["error"] is None
+    # found again by its UUID, on the name it came back as (the label read there says the same UUID)
+    assert back and doc["device"] == f"/dev/{back[0]}", (doc["device"], back)
+    label = guest.run("python3", "-c", "import sys; from cardbench.pulltest.layout import read_label; "
+                      f"f = open('/dev/{back[0]}', 'rb'); print(read_label(f.read(4096))[0])").stdout.strip()
+    assert label == doc["card_uuid"], (label, doc["card_uuid"])
+    # one pull, acknowledged writes, the counts adding up
+    assert len(doc["pulls"]) == 1, doc["pulls"]
+    p = doc["pulls"][0]
+    print("pulltest figures:", {k: p[k] for k in ("acknowledged", "written", "intact", "lost", "torn", "in_flight",
+                                                   "in_flight_torn", "old_damaged", "pull_window_s")},
+          "oldest lost:", p["lost_ages_s"][:1], "verdict:", doc["verdict"], "-", doc["answer"])
+    assert p["acknowledged"] > 0 and p["intact"] + p["lost"] + p["torn"] == p["acknowledged"], p
+    assert len(p["lost_ages_s"]) == p["lost"] + p["torn"] and p["in_flight"] <= 1, p
+    for k in ("acknowledged", "intact", "lost", "torn", "in_flight", "in_flight_torn", "old_damaged"):
+        assert doc[k] == p[k], k
+    # each acknowledged write counted once: the slots whose last record of the cycle was
+    # acknowledged, from the host's log (kept on the guest's disk, not on the card)
+    path = f"/tmp/home/.local/state/cardbench/pulltest/{doc['card_uuid']}.log"
+    lines = [json.loads(x) for x in guest.run("cat", path).stdout.splitlines()]
+    assert lines and lines[0]["e"] == "start" and lines[-1]["e"] == "end", path
+    recs = {x["n"]: x for x in lines if x["e"] == "rec"}
+    acked = {x["n"] for x in lines if x["e"] == "ack"}
+    last: dict[int, int] = {}
+    for n in sorted(recs):
+        last[recs[n]["addr"]] = n
+    assert len([n for n in acked if recs[n]["gen"] == 1]) == p["written"] >= p["acknowledged"]
+    assert sum(1 for n in last.values() if recs[n]["gen"] == 1 and n in acked) == p["acknowledged"]
+    assert sum(1 for n in last.values() if recs[n]["gen"] == 1 and n not in acked) == p["in_flight"]
+    # the verdict, as the counts say (QEMU's image cannot lose a completed write; not assumed)
+    lost = p["lost"] + p["torn"] + p["old_damaged"]
+    assert doc["verdict"] == ("loses" if lost else "keeps"), doc["answer"]
+    assert doc["answer"].startswith("Loses" if lost else
+                                    f"Keeps what it acknowledges: 0 of {p['acknowledged']:,} acknowledged"), doc["answer"]
+    assert doc["kernel"]["write_cache"] in ("write back", "write through"), doc["kernel"]
+    assert doc["kernel"]["write_cache"] == kernel.split("\n")[0].strip(), (doc["kernel"], kernel)
+    # stored; nothing left running or mounted
+    assert [x["card_uuid"] for x in stored(guest, db, "pulltest", f"serial:{serial}:{STICK}")] == [doc["card_uuid"]]
+    assert guest.run("pgrep", "-f", "python3 -m cardbench").rc == 1
+    assert not [x for x in guest.run("cat", "/proc/mounts").stdout.splitlines()
+                if x.startswith((f"/dev/{dev}", f"/dev/{back[0]}"))]
+    guest.unplug(name, name)

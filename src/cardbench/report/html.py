@@ -5,7 +5,8 @@ card's label claim marked when the label carries an X figure such as "4X" or "13
 against position (``raw_read`` test extra ``positions``: [[offset_bytes, bytes_per_s], ...]) and
 sustained-write curves (``sustained_write`` extra ``curve``: [[bytes_written, bytes_per_s], ...])
 when any result has them; readers with the ceilings ``cardbench.verdicts.readers.reader_ceilings``
-infers (when that module is present); fake-capacity verdicts (``cardbench.verify/1`` documents).
+infers (when that module is present); fake-capacity verdicts (``cardbench.verify/1`` documents); flash geometry
+(``cardbench.geometry/1``); pull tests (``cardbench.pulltest/1``: the verdict in words, a row per pull).
 
 A Content-Security-Policy meta tag forbids scripts and any fetch, so the file shows the same
 offline, in a mail, or years later.
@@ -49,8 +50,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 tr.incomplete td { color: #888; font-style: italic; }
 .mark { display: inline-block; padding: 0 5px; border-radius: 3px; font-size: 11.5px; margin-right: 3px; }
 .mark.warn { background: #fff1c2; } .mark.limited { background: #dbe9ff; } .mark.incomplete { background: #f4d4d4; }
-.verdict-fake, .verdict-fails, .confidence-likely { color: #a61b1b; font-weight: 600; }
-.verdict-genuine, .verdict-meets { color: #1f7a3a; font-weight: 600; }
+.verdict-fake, .verdict-fails, .verdict-loses, .confidence-likely { color: #a61b1b; font-weight: 600; }
+.verdict-genuine, .verdict-meets, .verdict-keeps { color: #1f7a3a; font-weight: 600; }
 svg.chart { display: block; margin: 10px 0 18px; max-width: 100%; height: auto; }
 code { font-size: 12px; }
 """
@@ -178,15 +179,20 @@ def _ceilings(results: list[Result], rate_unit: str) -> str:
     return "\n".join(out)
 
 
+def _card_name(d: dict) -> str:
+    """A stored document's card in words (brand, name, capacity, label), else the device it ran on."""
+    card = Card.from_dict(d.get("card")) if isinstance(d.get("card"), dict) else Card()
+    return " ".join(p for p in (card.brand, card.name, fmt_size(card.capacity_bytes) if card.capacity_bytes
+                                else None, card.label) if p) or str(d.get("device") or
+                                                                  (d.get("target") or {}).get("path") or "?")
+
+
 def _verify(docs: list[dict]) -> str:
     out = ['<table class="verify"><thead><tr><th>Card</th><th>Reader</th><th>Verdict</th><th>When</th><th>Details</th>'
            '</tr></thead><tbody>']
     for d in docs:
-        card = Card.from_dict(d.get("card")) if isinstance(d.get("card"), dict) else Card()
         reader = Reader.from_dict(d.get("reader")) if isinstance(d.get("reader"), dict) else Reader()
-        cname = " ".join(p for p in (card.brand, card.name, fmt_size(card.capacity_bytes) if card.capacity_bytes
-                                     else None, card.label) if p) or str(d.get("device") or
-                                                                       (d.get("target") or {}).get("path") or "?")
+        cname = _card_name(d)
         verdict = str(d.get("verdict") or "unknown")
         sentence = " ".join(verify_sentence(d))
         details = "; ".join(f"{k}: {v}" for k, v in verify_details(d) if k not in ("verdict", "card", "reader"))
@@ -199,8 +205,58 @@ def _verify(docs: list[dict]) -> str:
     return "\n".join(out)
 
 
+#: a pull's counts in the pull test table: (heading, key)
+PULL_COLUMNS = (("acknowledged", "acknowledged"), ("intact", "intact"), ("lost", "lost"), ("torn", "torn"),
+                ("in flight", "in_flight"), ("in flight, torn", "in_flight_torn"), ("old data damaged", "old_damaged"))
+
+
+def _oldest(ages: Any) -> str:
+    return f"{max(ages):.2f} s" if isinstance(ages, list) and ages else "-"
+
+
+def _pulltest(docs: list[dict]) -> str:
+    """Per ``cardbench.pulltest/1`` document: the verdict and the answer in words, a row per pull
+    (its counts and how long before the pull the oldest lost write was acknowledged), the sums,
+    and what the kernel sent the card (no flush at all on a "write through" cache)."""
+    out = []
+    for d in docs:
+        verdict = str(d.get("verdict") or "unknown")
+        when = d.get("finished_at") or d.get("started_at") or ""
+        out.append(f"<h3>{_e(_card_name(d))}</h3><p><span class=\"verdict-{_e(verdict)}\">{_e(verdict)}</span>: "
+                   f"<b>{_e(d.get('answer') or '')}</b><br><span class=\"note\">{_e(d.get('device') or '')}"
+                   f"{', ' if d.get('device') and when else ''}{_e(when)}</span></p>")
+        out.append('<table class="pulltest"><thead><tr><th>Pull</th>'
+                   + "".join(f"<th>{_e(h)}</th>" for h, _ in PULL_COLUMNS)
+                   + "<th>oldest lost write, before the pull</th></tr></thead><tbody>")
+        for p in d.get("pulls") or []:
+            out.append(f"<tr><td class=num>{_e(p.get('cycle'))}</td>"
+                       + "".join(f"<td class=num>{_e(f'{p.get(k, 0):,}')}</td>" for _, k in PULL_COLUMNS)
+                       + f"<td class=num>{_e(_oldest(p.get('lost_ages_s')))}</td></tr>")
+        if len(d.get("pulls") or []) > 1:
+            out.append("<tr><th>all</th>" + "".join(f"<td class=num><b>{_e(f'{d.get(k) or 0:,}')}</b></td>"
+                                                    for _, k in PULL_COLUMNS)
+                       + f"<td class=num><b>{_e(_oldest(d.get('lost_ages_s')))}</b></td></tr>")
+        out.append("</tbody></table>")
+        kernel = d.get("kernel") or {}
+        notes = []
+        if kernel.get("write_cache"):
+            notes.append(f"The kernel saw the card's write cache as \"{kernel['write_cache']}\""
+                         + (" and sent it flushes (each record: write, then fdatasync)." if kernel.get("flush_sent")
+                            else ": it sent no flush at all; a write's completion was its only promise."))
+        if d.get("error"):
+            notes.append(f"Stopped early: {d['error']}")
+        if notes:
+            out.append(f'<p class="note">{_e(" ".join(notes))}</p>')
+    out.append('<p class="note">Acknowledged: the write and its flush returned before the pull. Lost: it '
+               "reads back as older data (the lie); torn: part new, part old. In flight: the write the pull "
+               "interrupted (old or new is right; torn is allowed). Old data damaged: records written before "
+               "the pull that no longer read back.</p>")
+    return "\n".join(out)
+
+
 def render_html(results: list[Result], verify_docs: list[dict] | None = None, *, rate_unit: str = "MB/s",
-                title: str = "cardbench report", geometry_docs: list[dict] | None = None) -> str:
+                title: str = "cardbench report", geometry_docs: list[dict] | None = None,
+                pulltest_docs: list[dict] | None = None) -> str:
     """The whole report as one HTML document (a string)."""
     check_rate_unit(rate_unit)
     results = list(results)
@@ -247,6 +303,10 @@ def render_html(results: list[Result], verify_docs: list[dict] | None = None, *,
     if geometry_docs:
         parts.append('<section id="geometry"><h2>Flash geometry</h2>')
         parts.append(geometry_section(list(geometry_docs)))
+        parts.append("</section>")
+    if pulltest_docs:
+        parts.append('<section id="pulltest"><h2>Pull tests: does it keep what it acknowledged?</h2>')
+        parts.append(_pulltest(list(pulltest_docs)))
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
