@@ -10,6 +10,7 @@ from cardbench.geometry.run import declared_au
 from cardbench.kinds import kind_for_schema
 from cardbench.kinds.geometry import summary
 from cardbench.report.geometry import geometry_chart, geometry_section
+from cardbench.result import Card
 
 
 def found(**kw):
@@ -33,6 +34,15 @@ def test_a_value_and_its_confidence_must_agree():
     assert "open_units_confidence.linear" in check_doc(dict(new_doc(), open_units={"linear": 2, "random": None}))[0]
     assert "one of high, low, none" in check_doc(dict(new_doc(), page_confidence="sure"))[0]
     assert "'allocation_unit_bytes' must be a number" in check_doc(dict(found(), allocation_unit_bytes="12M"))[0]
+
+
+def test_a_card_on_a_native_sd_slot_keeps_its_registers_as_an_object():
+    """A card read through mmc carries its SD registers (``card.sd``, an object, as ``card.ata``):
+    its documents are well-formed, so they can be imported and sent to a station."""
+    d = found(card=Card(serial="aa-XY-0xdeadbeef", sd={"raw": {"cid": "aa"}, "manufactured": "2006-02"}).to_dict())
+    assert check_doc(d) == []
+    d["card"]["sd"] = "aa-XY"
+    assert check_doc(d) == ["'card.sd' must be an object"]
 
 
 def test_summary_in_one_line():
