@@ -53,11 +53,15 @@ def test_summary_in_one_line():
 
 
 def test_the_declared_au_comes_from_the_sd_status_else_preferred_erase_size():
+    """The SD Status when it was read (AU_SIZE 0: none), else sysfs preferred_erase_size."""
     ssr = bytearray(64)
     ssr[10] = 0xB0                     # AU_SIZE Bh = 12 MB [S12 §4.10.2.4]
     status = decode_ssr(ssr.hex())
     sd = SimpleNamespace(card=SimpleNamespace(status=status, preferred_erase_size=4 << 20))
     assert declared_au(sd) == (12 << 20, "SD Status AU_SIZE")
+    # AU_SIZE 0: none declared; preferred_erase_size is then the kernel's guess from the capacity
+    sd.card.status = decode_ssr(bytes(64).hex())
+    assert declared_au(sd) == (None, "SD Status AU_SIZE 0")
     sd.card.status = None
     assert declared_au(sd) == (4 << 20, "sysfs preferred_erase_size")
     assert declared_au(SimpleNamespace(card=None)) == (None, None)
