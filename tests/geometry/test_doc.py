@@ -10,6 +10,7 @@ from cardbench.geometry.run import declared_au
 from cardbench.kinds import kind_for_schema
 from cardbench.kinds.geometry import summary
 from cardbench.report.geometry import geometry_chart, geometry_section
+from cardbench.result import Card
 
 
 def found(**kw):
@@ -35,6 +36,15 @@ def test_a_value_and_its_confidence_must_agree():
     assert "'allocation_unit_bytes' must be a number" in check_doc(dict(found(), allocation_unit_bytes="12M"))[0]
 
 
+def test_a_card_on_a_native_sd_slot_keeps_its_registers_as_an_object():
+    """A card read through mmc carries its SD registers (``card.sd``, an object, as ``card.ata``):
+    its documents are well-formed, so they can be imported and sent to a station."""
+    d = found(card=Card(serial="aa-XY-0xdeadbeef", sd={"raw": {"cid": "aa"}, "manufactured": "2006-02"}).to_dict())
+    assert check_doc(d) == []
+    d["card"]["sd"] = "aa-XY"
+    assert check_doc(d) == ["'card.sd' must be an object"]
+
+
 def test_summary_in_one_line():
     assert summary(new_doc()) == "geometry: no boundary found"
     d = found(open_units={"linear": 2, "random": 2}, open_units_confidence={"linear": "high", "random": "high"})
@@ -43,11 +53,15 @@ def test_summary_in_one_line():
 
 
 def test_the_declared_au_comes_from_the_sd_status_else_preferred_erase_size():
+    """The SD Status when it was read (AU_SIZE 0: none), else sysfs preferred_erase_size."""
     ssr = bytearray(64)
     ssr[10] = 0xB0                     # AU_SIZE Bh = 12 MB [S12 §4.10.2.4]
     status = decode_ssr(ssr.hex())
     sd = SimpleNamespace(card=SimpleNamespace(status=status, preferred_erase_size=4 << 20))
     assert declared_au(sd) == (12 << 20, "SD Status AU_SIZE")
+    # AU_SIZE 0: none declared; preferred_erase_size is then the kernel's guess from the capacity
+    sd.card.status = decode_ssr(bytes(64).hex())
+    assert declared_au(sd) == (None, "SD Status AU_SIZE 0")
     sd.card.status = None
     assert declared_au(sd) == (4 << 20, "sysfs preferred_erase_size")
     assert declared_au(SimpleNamespace(card=None)) == (None, None)

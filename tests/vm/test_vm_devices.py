@@ -1,7 +1,8 @@
 """One boot, the kernel's own drivers: `list --json` sees an SD card's CID/CSD through mmc, sticks
 on usb-storage (xHCI and EHCI, 480 Mbit/s) and a disk on uas, an ATA disk through libata
 (IDENTIFY answered); run and verify name each card and reader alike; `readers --probe` on two
-sticks in one throttle group names their shared ceiling on the controller they share. The
+sticks in one throttle group names their shared ceiling on the controller they share; `geometry`
+on the SD card finds no AU in QEMU's flat read timing and none declared (AU_SIZE 0). The
 filesystem runs are in test_vm_filesystems.py."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import textwrap
 
 import pytest
 
+from cardbench.devices.registers import decode_ssr
+from cardbench.geometry.doc import check_doc
 from vm_helpers import boot
 from vmharness import Drive
 
@@ -131,3 +134,45 @@ def test_probe_of_two_sticks_in_one_throttle_group_names_their_shared_ceiling(gu
     [row] = r.json()
     assert row["identity"] == f["reader_identity"] and row["kind"] == "probe" and row["confidence"] == "likely"
     assert row["ceiling_bytes_per_s"] == pytest.approx(f["ceiling_bytes_per_s"])
+
+
+def test_geometry_of_the_sd_card_through_mmc(guest):
+    """`cardbench geometry` on the SD card behind the kernel's sdhci/mmc driver, read-only.
+    QEMU 7.2's sd-card answers an all-zero SD Status: AU_SIZE 0, no AU declared. The kernel then
+    sets preferred_erase_size from the capacity alone (512 KiB under 128 MiB, mmc_init_erase):
+    geometry must not take that guess for the card's word. QEMU serves every read in the same
+    time, so the timing finds no AU (never a false one) and says nothing of agreement. Kept
+    short for a TCG guest: AUs up to 4 MiB, 2 tries of each read a round."""
+    sysfs = "/sys/block/mmcblk0/device"
+    r = guest.run("sh", "-c", f"cat {sysfs}/preferred_erase_size {sysfs}/ssr", timeout=60)
+    assert r.rc == 0, r.stderr
+    erase, ssr = r.stdout.split()
+    erase, status = int(erase), decode_ssr(ssr)
+    r = guest.cardbench("geometry", "/dev/mmcblk0", "--json", "--max-au", "4MiB", "--repeats", "2",
+                        "--seed", "1", "--no-save", timeout=600)
+    assert r.rc == 0, r.stderr[-2000:]
+    doc = r.json()
+    m = doc["method"]
+    print(f"geometry on mmcblk0: declared {doc['declared_au_bytes']} ({doc['declared_au_source']}; sysfs "
+          f"preferred_erase_size {erase} B, SSR AU_SIZE code {status.au_size_code}); "
+          f"AU {doc['allocation_unit_bytes']} ({doc['allocation_unit_confidence']}), page {doc['page_bytes']} "
+          f"({doc['page_confidence']}), timing_agrees {doc['timing_agrees']}; reads of {m['read_bytes']} B, "
+          f"{m['repeats']} tries, floor {m['read_floor_seconds'] * 1e6:.0f} us, {m['au_boundaries']} + "
+          f"{m['page_boundaries']} boundaries, read pass {m['read_seconds']:.1f} s, in all {doc['seconds']:.1f} s "
+          f"({r.seconds:.1f} s with Python's start and identify)\n  {doc['message']}\n  notes: {doc['notes']}")
+    assert check_doc(doc) == [] and doc["complete"] and doc["error"] is None
+    assert doc["size_bytes"] == 64 << 20 and doc["card"]["serial"] == "aa-XY-0xdeadbeef"
+    assert doc["card"]["sd"]["raw"]["cid"]     # the registers, kept with the record (an object)
+    # what the driver gives: an SD Status with AU_SIZE 0, and the kernel's guess for 64 MiB
+    assert status.au_size_code == 0 and status.au_size_bytes is None and erase == 512 << 10
+    assert (doc["declared_au_bytes"], doc["declared_au_confidence"]) == (None, "none")
+    assert doc["declared_au_source"] == "SD Status AU_SIZE 0"
+    assert any("preferred_erase_size (512 KiB) is its guess from the capacity" in n for n in doc["notes"])
+    # flat timing: no AU found, so no verdict on agreement, and the answer says both
+    assert (doc["allocation_unit_bytes"], doc["allocation_unit_confidence"]) == (None, "none")
+    assert doc["timing_agrees"] is None
+    assert doc["message"].startswith("no boundary found") and "flat" in doc["message"]
+    assert "declares no AU (its SD Status AU_SIZE is 0)" in doc["message"]
+    assert "agrees" not in doc["message"] and "disagrees" not in doc["message"]
+    # the advice aligns on the SD spec's AU for the capacity, not on the kernel's guess
+    assert doc["advice"]["alignment_basis"].startswith("the SD spec's largest AU")

@@ -9,7 +9,9 @@ open_units              {"linear": N, "random": N}: AUs the card keeps open (--w
 open_units_confidence   {"linear": ..., "random": ...}
 fat_units               how many first AUs are FAT-tuned (--write; 0: none; null: not tested)
 declared_au_bytes       the AU the card declares (SD Status AU_SIZE, else sysfs
-                        preferred_erase_size; null behind a USB reader); ``declared_au_source``
+                        preferred_erase_size; null behind a USB reader, and when the SD Status
+                        says AU_SIZE 0: the kernel's preferred_erase_size is then its guess);
+                        ``declared_au_source``
 timing_agrees           true/false when both a found and a declared AU exist, else null
 message                 the answer in one sentence; ``advice`` {lines, commands, partitions...}
 method                  how it was measured; ``timing`` the raw costs per boundary (seconds), so

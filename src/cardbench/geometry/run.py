@@ -61,15 +61,22 @@ class GeometryOptions:
 
 
 
+#: ``declared_au_source`` of a card whose SD Status was read and declares no AU (AU_SIZE 0)
+NO_AU_SIZE = "SD Status AU_SIZE 0"
+
+
 def declared_au(dev) -> tuple[int | None, str | None]:
     """(bytes, source) of the AU the card declares: SD Status AU_SIZE, else sysfs
-    preferred_erase_size (an SD card on a native host); (None, None) behind a USB reader."""
+    preferred_erase_size (an SD card on a native host where the SD Status cannot be read);
+    (None, None) behind a USB reader. (None, NO_AU_SIZE) when the SD Status was read and its
+    AU_SIZE is 0: the kernel's preferred_erase_size is then its own guess from the capacity
+    (512 KiB under 128 MiB, 1 MiB, 2 MiB, 4 MiB from 1 GiB: mmc_init_erase), not the card's."""
     card = getattr(dev, "card", None)
     if card is None:
         return None, None
     status = card.status
-    if status is not None and status.au_size_bytes:
-        return status.au_size_bytes, "SD Status AU_SIZE"
+    if status is not None:
+        return (status.au_size_bytes, "SD Status AU_SIZE") if status.au_size_bytes else (None, NO_AU_SIZE)
     if card.preferred_erase_size:
         return card.preferred_erase_size, "sysfs preferred_erase_size"
     return None, None
@@ -85,7 +92,9 @@ def _answer(doc: dict, rp: ReadPass) -> str:
         text = f"AU {size_text(au)} ({doc['allocation_unit_confidence']} confidence)"
         text += f", page {size_text(page)} ({doc['page_confidence']})" if page else ", no page step found"
     declared = doc["declared_au_bytes"]
-    if declared is None:
+    if declared is None and doc["declared_au_source"] == NO_AU_SIZE:
+        text += "; the card declares no AU (its SD Status AU_SIZE is 0)"
+    elif declared is None:
         text += "; the card declares no AU (only a native SD slot shows it)"
     else:
         text += f"; the card declares {size_text(declared)} ({doc['declared_au_source']})"
@@ -160,6 +169,10 @@ def _fill_read(doc: dict, rp: ReadPass, dev) -> None:
     doc["declared_au_source"] = source
     if declared and rp.au.unit:
         doc["timing_agrees"] = declared == rp.au.unit
+    guess = getattr(getattr(dev, "card", None), "preferred_erase_size", None)
+    if source == NO_AU_SIZE and guess:
+        doc["notes"].append(f"declared AU: none (SD Status AU_SIZE 0); the kernel's preferred_erase_size "
+                            f"({size_text(guess)}) is its guess from the capacity, not the card's")
     for finding, what in ((rp.au, "AU"), (rp.page, "page")):
         if finding.reason:
             doc["notes"].append(f"{what}: {finding.reason}")

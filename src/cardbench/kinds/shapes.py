@@ -63,9 +63,9 @@ def entity_problem(value: Any, what: str, numeric: tuple[str, ...] = ENTITY_NUMB
     if not isinstance(value, dict):
         return f"'{what}' must be an object"
     for f, x in value.items():
-        if f == "ata" and x is not None and not isinstance(x, dict):
-            return f"'{what}.ata' must be an object"
-        if f in ("identity", "ata") or x is None:
+        if f in ("ata", "sd") and x is not None and not isinstance(x, dict):
+            return f"'{what}.{f}' must be an object"
+        if f in ("identity", "ata", "sd") or x is None:
             continue
         ok = (isinstance(x, (int, float)) and not isinstance(x, bool)) if f in numeric else isinstance(x, str)
         if not ok:
