@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cardbench import kinds
 from cardbench.cli import main
 from cardbench.evidence import probe_document, session_document
 from cardbench.result import Card, Reader
@@ -139,8 +140,10 @@ def test_filters_apply_to_every_kind(tmp_path, capsys):
     doc = json.loads(_ok(capsys, "results", "--db", db, "--json", "--since", "2024-05-02T10:30"))
     assert doc["results"] == [] and len(doc["probes"]) == 1 and doc["sessions"] == []
     empty = json.loads(_ok(capsys, "results", "--db", db, "--json", "--card", "nonesuch"))
-    assert empty == {"schema": "cardbench.export/2", "cards": [], "results": [], "verify": [], "probes": [],
-                     "sessions": [], "geometry": []}
+    # every kind the registry holds has its section, empty (run results, verify, probes, sessions,
+    # pull tests, geometry, and any kind declared later)
+    assert empty == {"schema": "cardbench.export/2", "cards": [], **{k.section: [] for k in kinds.kinds()}}
+    assert {"results", "verify", "probes", "sessions", "pulltest", "geometry"} <= set(empty)
 
 
 def test_bad_exports_are_refused_whole(tmp_path, capsys):
