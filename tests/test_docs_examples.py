@@ -12,8 +12,8 @@ skipped in silence (a block without one fails):
   ``pip install 'cardbench[extra]'`` must name what exists; any other program must be named in
   :data:`OTHER_PROGRAMS`.
 - ``<!-- example: python -->``: a Python block, run in a child process; it must exit 0.
-- ``<!-- example: output -->``: what cardbench prints or writes (text, JSON with comments):
-  shown, not run.
+- ``<!-- example: output -->``: what cardbench prints or writes (text, JSON with comments),
+  and ``<!-- example: figure -->``: a diagram; shown, not run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from realparts import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
-KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json", "")}
+KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",)}
 #: programs a parse block may name besides cardbench, bash scripts/, python3 bench/ and pip
 OTHER_PROGRAMS = {"export", "sudo", "hdparm", "jq", "eval"}
 
@@ -67,7 +67,7 @@ def test_the_documents_exist_and_every_block_is_marked():
     assert len(found) >= 10
     wrong = [f"{where}: marker {kind!r} on a ```{lang} block" for where, kind, lang, _ in found
              if kind not in KINDS or lang not in KINDS[kind]]
-    assert wrong == [], "every fenced block needs <!-- example: run|parse|python|output --> above it"
+    assert wrong == [], "every fenced block needs <!-- example: run|parse|python|output|figure --> above it"
     for kind in ("run", "parse", "python"):
         assert any(k == kind for _, k, _, _ in found), kind
 
