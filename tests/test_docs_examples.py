@@ -105,7 +105,8 @@ def parse_cardbench(args: list[str]) -> None:
     group: click.Command = cli
     ctx = group.make_context("cardbench", list(args))
     while isinstance(group, click.Group):
-        protected = getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", [])
+        # click 8.2 keeps them in _protected_args (protected_args is deprecated); 8.1 in protected_args
+        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
         rest = [*protected, *ctx.args]
         if not rest:
             return
@@ -127,6 +128,9 @@ def check_parse_command(words: list[str]) -> None:
         assert all(a.startswith("-") or "/" in a for a in args[1:]), args   # options, or test paths
         for path in (a for a in args[1:] if not a.startswith("-")):
             assert (ROOT / path).exists(), path
+    elif program == "python3" and args[:2] == ["-m", "pytest"]:
+        paths = [a for a in args[2:] if a.startswith("tests/")]
+        assert paths and all((ROOT / p.split("::")[0]).exists() for p in paths), args
     elif program == "python3" and args[0].startswith("bench/"):
         script = ROOT / args[0]
         assert script.exists(), script
@@ -231,3 +235,22 @@ def test_the_readme_is_a_front_page():
     links = re.findall(r"\]\(((?:docs/)?[\w.]+\.md)\)", "\n".join(lines))
     assert links and all((ROOT / link).exists() for link in links)
     assert {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} <= set(links)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but - and _ dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_documents_lands():
+    anchors = {doc: {_slug(h) for h in re.findall(r"^#+ (.+)$", doc.read_text(), re.M)}
+               for doc in DOCUMENTS if doc.exists()}
+    broken = []
+    for doc in anchors:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?(?:#([\w-]+))?\)", doc.read_text()):
+            to = (doc.parent / target).resolve() if target else doc
+            if not to.exists() or (anchor and anchor not in anchors.get(to, set())):
+                broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor}")
+    assert broken == []
+    assert _slug("The drawer's lines (`drawer --json`, schema `cardbench.drawer/1`)") == \
+        "the-drawers-lines-drawer---json-schema-cardbenchdrawer1"
