@@ -12,12 +12,15 @@ skipped in silence (a block without one fails):
   ``pip install 'cardbench[extra]'`` must name what exists; any other program must be named in
   :data:`OTHER_PROGRAMS`.
 - ``<!-- example: python -->``: a Python block, run in a child process; it must exit 0.
+- ``<!-- example: shape SCHEMA -->``: a JSON document with comments, whose fields (after the
+  comments are taken out) must be the fields cardbench writes in a document of that schema.
 - ``<!-- example: output -->``: what cardbench prints or writes (text, JSON with comments),
   and ``<!-- example: figure -->``: a diagram; shown, not run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -29,16 +32,20 @@ import click
 import pytest
 
 from cardbench.cli import cli
+from cardbench.result import Card, Result, Run, TestResult
+from cardbench.store import open_store
+from cardbench.store.export import collect
 from realparts import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
-KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",)}
+KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",),
+         "shape cardbench.result/1": ("json",), "shape cardbench.export/2": ("json",)}
 #: programs a parse block may name besides cardbench, bash scripts/, python3 bench/ and pip
 OTHER_PROGRAMS = {"export", "sudo", "hdparm", "jq", "eval"}
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
-MARKER = re.compile(r"<!-- example: (\w+) -->\n\Z")
+MARKER = re.compile(r"<!-- example: (\w+)(?: ([\w./]+))? -->\n\Z")
 
 
 def blocks() -> list[tuple[str, str, str, str]]:
@@ -52,8 +59,9 @@ def blocks() -> list[tuple[str, str, str, str]]:
             before = text[:m.start()]
             marker = MARKER.search(before)
             line = before.count("\n") + 1
-            found.append((f"{doc.relative_to(ROOT)}:{line}", marker.group(1) if marker else None,
-                          m.group(1), m.group(2)))
+            kind = (marker.group(1) if marker.group(2) is None else f"{marker.group(1)} {marker.group(2)}") \
+                if marker else None
+            found.append((f"{doc.relative_to(ROOT)}:{line}", kind, m.group(1), m.group(2)))
     return found
 
 
@@ -168,6 +176,7 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", of_kind("run"))
 def test_a_run_example_runs(code, tmp_path):
     script = 'cardbench() { python3 -m cardbench "$@"; }\nset -e -o pipefail\n' + code
@@ -254,3 +263,42 @@ def test_every_link_between_the_documents_lands():
     assert broken == []
     assert _slug("The drawer's lines (`drawer --json`, schema `cardbench.drawer/1`)") == \
         "the-drawers-lines-drawer---json-schema-cardbenchdrawer1"
+
+
+def _without_comments(code: str) -> dict:
+    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
+    return json.loads(re.sub(r"\s//[^\n]*", "", code))
+
+
+def _a_result() -> Result:
+    result = Result(target={"kind": "directory"}, card=Card(brand="Lexar", capacity_bytes=48_000_000, label="4X"))
+    result.tests.append(TestResult(name="seq_write", method={"engine": "sync"}, runs=[Run(bytes=10**6, seconds=1.0)]))
+    return result
+
+
+@pytest.mark.parametrize("code", of_kind("shape cardbench.result/1"))
+def test_the_result_document_shown_has_the_fields_written(code):
+    shown, written = _without_comments(code), _a_result().to_dict()
+    assert shown["schema"] == written["schema"]
+    assert sorted(shown) == sorted(written)
+    for part in ("card", "reader", "host", "tool"):
+        assert sorted(shown[part]) == sorted(written[part]), part
+    assert sorted(shown["tests"][0]) == sorted(written["tests"][0])
+    assert set(shown["tests"][0]["runs"][0]) == set(written["tests"][0]["runs"][0])
+    assert Result.from_dict(shown).tests[0].name == "seq_write"
+
+
+@pytest.mark.parametrize("code", of_kind("shape cardbench.export/2"))
+def test_the_export_document_shown_has_the_fields_written(code, tmp_path):
+    with open_store(tmp_path / "store.sqlite3") as store:
+        store.save(_a_result())
+        written = collect(store)
+    shown = _without_comments(code)
+    assert shown["schema"] == written["schema"]
+    assert sorted(shown) == sorted(written)
+    assert sorted(shown["cards"][0]) == sorted(written["cards"][0])
+
+
+def test_every_document_shape_is_checked():
+    kinds = {kind for _, kind, _, _ in blocks()}
+    assert {"shape cardbench.result/1", "shape cardbench.export/2"} <= kinds
