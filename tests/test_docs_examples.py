@@ -12,6 +12,8 @@ skipped in silence (a block without one fails):
   ``pip install 'cardbench[extra]'`` must name what exists; any other program must be named in
   :data:`OTHER_PROGRAMS`.
 - ``<!-- example: python -->``: a Python block, run in a child process; it must exit 0.
+  ``<!-- example: python needs=MODULE -->``: the same, for a recipe over a part of cardbench
+  still being merged; skipped, saying so, while MODULE cannot be imported.
 - ``<!-- example: shape SCHEMA -->``: a JSON document with comments, whose fields (after the
   comments are taken out) must be the fields cardbench writes in a document of that schema.
 - ``<!-- example: output -->``: what cardbench prints or writes (text, JSON with comments),
@@ -20,6 +22,7 @@ skipped in silence (a block without one fails):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -40,12 +43,13 @@ from realparts import child_env
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
 KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",),
-         "shape cardbench.result/1": ("json",), "shape cardbench.export/2": ("json",)}
+         "shape cardbench.result/1": ("json",), "shape cardbench.export/2": ("json",),
+         "python needs=cardbench.kinds": ("python",)}
 #: programs a parse block may name besides cardbench, bash scripts/, python3 bench/ and pip
 OTHER_PROGRAMS = {"export", "sudo", "hdparm", "jq", "eval"}
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
-MARKER = re.compile(r"<!-- example: (\w+)(?: ([\w./]+))? -->\n\Z")
+MARKER = re.compile(r"<!-- example: (\w+)(?: ([\w./=]+))? -->\n\Z")
 
 
 def blocks() -> list[tuple[str, str, str, str]]:
@@ -186,8 +190,10 @@ def test_a_run_example_runs(code, tmp_path):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("code", of_kind("python"))
+@pytest.mark.parametrize("code", of_kind("python") + of_kind("python needs=cardbench.kinds"))
 def test_a_python_example_runs(code, tmp_path):
+    if "cardbench.kinds" in code and importlib.util.find_spec("cardbench.kinds") is None:
+        pytest.skip("the record-kind recipe needs cardbench.kinds (issue 30, item 5), not merged here")
     done = subprocess.run(["python3", "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
