@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -33,15 +32,15 @@ from pathlib import Path
 
 import click
 import pytest
+from realparts import child_env
 
 from cardbench.cli import cli
 from cardbench.result import Card, Result, Run, TestResult
 from cardbench.store import open_store
 from cardbench.store.export import collect
-from realparts import child_env
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+CHECKOUT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [CHECKOUT / "README.md", CHECKOUT / "CHANGELOG.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
 KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",),
          "shape cardbench.result/1": ("json",), "shape cardbench.export/2": ("json",),
          "python needs=cardbench.kinds": ("python",)}
@@ -65,7 +64,7 @@ def blocks() -> list[tuple[str, str, str, str]]:
             line = before.count("\n") + 1
             kind = (marker.group(1) if marker.group(2) is None else f"{marker.group(1)} {marker.group(2)}") \
                 if marker else None
-            found.append((f"{doc.relative_to(ROOT)}:{line}", kind, m.group(1), m.group(2)))
+            found.append((f"{doc.relative_to(CHECKOUT)}:{line}", kind, m.group(1), m.group(2)))
     return found
 
 
@@ -74,7 +73,7 @@ def of_kind(kind: str) -> list:
 
 
 def test_the_documents_exist_and_every_block_is_marked():
-    assert (ROOT / "docs").is_dir() and len(DOCUMENTS) >= 8
+    assert (CHECKOUT / "docs").is_dir() and len(DOCUMENTS) >= 8
     found = blocks()
     assert len(found) >= 10
     wrong = [f"{where}: marker {kind!r} on a ```{lang} block" for where, kind, lang, _ in found
@@ -134,22 +133,22 @@ def check_parse_command(words: list[str]) -> None:
     if program == "cardbench":
         parse_cardbench(args)
     elif program == "bash" and args[0].startswith("scripts/"):
-        script = ROOT / args[0]
+        script = CHECKOUT / args[0]
         assert script.exists(), script
         subprocess.run(["bash", "-n", str(script)], check=True)
         assert all(a.startswith("-") or "/" in a for a in args[1:]), args   # options, or test paths
         for path in (a for a in args[1:] if not a.startswith("-")):
-            assert (ROOT / path).exists(), path
+            assert (CHECKOUT / path).exists(), path
     elif program == "python3" and args[:2] == ["-m", "pytest"]:
         paths = [a for a in args[2:] if a.startswith("tests/")]
-        assert paths and all((ROOT / p.split("::")[0]).exists() for p in paths), args
+        assert paths and all((CHECKOUT / p.split("::")[0]).exists() for p in paths), args
     elif program == "python3" and args[0].startswith("bench/"):
-        script = ROOT / args[0]
+        script = CHECKOUT / args[0]
         assert script.exists(), script
         compile(script.read_text(), str(script), "exec")
     elif program == "pip":
         assert args[0] == "install"
-        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        extras = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
         for spec in args[1:]:
             m = re.fullmatch(r"cardbench\[([\w,]+)\]", spec)
             assert m, spec
@@ -211,7 +210,7 @@ def test_the_parser_of_examples_catches_a_wrong_option():
 
 
 def _setup_packages() -> dict[str, list[str]]:
-    text = (ROOT / "scripts" / "setup.sh").read_text()
+    text = (CHECKOUT / "scripts" / "setup.sh").read_text()
     sets = {}
     for name in ("RUN_PACKAGES", "TEST_PACKAGES"):
         body = re.search(rf"^{name}=\(\n(.*?)^\)", text, re.M | re.S).group(1)
@@ -222,7 +221,7 @@ def _setup_packages() -> dict[str, list[str]]:
 def test_the_quick_start_says_what_each_command_installs():
     """README's table of what scripts/quickstart.sh and scripts/test.sh install is setup.sh's lists,
     and .ci/run runs the test command README gives."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (CHECKOUT / "README.md").read_text()
     section = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
     listed: dict[str, list[str]] = {}
     current = None
@@ -236,20 +235,20 @@ def test_the_quick_start_says_what_each_command_installs():
     assert listed["quickstart.sh"] == sets["RUN_PACKAGES"]
     assert listed["test.sh"] == sets["TEST_PACKAGES"]
     assert "linux-image-amd64" not in sets["RUN_PACKAGES"] and "qemu-system-x86" not in sets["RUN_PACKAGES"]
-    quickstart = (ROOT / "scripts" / "quickstart.sh").read_text()
+    quickstart = (CHECKOUT / "scripts" / "quickstart.sh").read_text()
     assert re.search(r"^bash scripts/setup\.sh$", quickstart, re.M)
-    assert re.search(r"bash scripts/setup\.sh --tests$", (ROOT / "scripts" / "test.sh").read_text(), re.M)
+    assert re.search(r"bash scripts/setup\.sh --tests$", (CHECKOUT / "scripts" / "test.sh").read_text(), re.M)
     assert "bash scripts/test.sh" in section and "bash scripts/quickstart.sh" in section
-    assert re.search(r"^bash scripts/test\.sh$", (ROOT / ".ci" / "run").read_text(), re.M)
+    assert re.search(r"^bash scripts/test\.sh$", (CHECKOUT / ".ci" / "run").read_text(), re.M)
 
 
 def test_the_readme_is_a_front_page():
-    lines = (ROOT / "README.md").read_text().splitlines()
+    lines = (CHECKOUT / "README.md").read_text().splitlines()
     assert len(lines) <= 300
     assert [n for n, line in enumerate(lines, 1) if len(line) > 80] == []
     links = re.findall(r"\]\(((?:docs/)?[\w.]+\.md)\)", "\n".join(lines))
-    assert links and all((ROOT / link).exists() for link in links)
-    assert {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} <= set(links)
+    assert links and all((CHECKOUT / link).exists() for link in links)
+    assert {f"docs/{p.name}" for p in (CHECKOUT / "docs").glob("*.md")} <= set(links)
 
 
 def _slug(heading: str) -> str:
@@ -265,7 +264,7 @@ def test_every_link_between_the_documents_lands():
         for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?(?:#([\w-]+))?\)", doc.read_text()):
             to = (doc.parent / target).resolve() if target else doc
             if not to.exists() or (anchor and anchor not in anchors.get(to, set())):
-                broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor}")
+                broken.append(f"{doc.relative_to(CHECKOUT)}: {target}#{anchor}")
     assert broken == []
     assert _slug("The drawer's lines (`drawer --json`, schema `cardbench.drawer/1`)") == \
         "the-drawers-lines-drawer---json-schema-cardbenchdrawer1"
