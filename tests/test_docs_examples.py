@@ -32,12 +32,12 @@ from pathlib import Path
 
 import click
 import pytest
-from realparts import child_env
 
 from cardbench.cli import cli
 from cardbench.result import Card, Result, Run, TestResult
 from cardbench.store import open_store
 from cardbench.store.export import collect
+from realparts import child_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [CHECKOUT / "README.md", CHECKOUT / "CHANGELOG.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
