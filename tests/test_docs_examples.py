@@ -16,6 +16,9 @@ skipped in silence (a block without one fails):
   still being merged; skipped, saying so, while MODULE cannot be imported.
 - ``<!-- example: shape SCHEMA -->``: a JSON document with comments, whose fields (after the
   comments are taken out) must be the fields cardbench writes in a document of that schema.
+- ``<!-- example: answer -->``: verdict lines of the example card (a Lexar 48 MB 4X behind a
+  USB 2.0 reader writing 1.002 MB/s and reading 3.624 MB/s): each must be a line cardbench
+  prints for that card, in its order (wrapped lines are joined).
 - ``<!-- example: output -->``: what cardbench prints or writes (text, JSON with comments),
   and ``<!-- example: figure -->``: a diagram; shown, not run.
 """
@@ -34,16 +37,18 @@ import click
 import pytest
 
 from cardbench.cli import cli
-from cardbench.result import Card, Result, Run, TestResult
+from cardbench.report.answer import verdict_lines
+from cardbench.result import Card, Reader, Result, Run, TestResult
 from cardbench.store import open_store
 from cardbench.store.export import collect
+from cardbench.verdicts import check_result
 from realparts import child_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [CHECKOUT / "README.md", CHECKOUT / "CHANGELOG.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
 KINDS = {"run": ("sh",), "parse": ("sh",), "python": ("python",), "output": ("text", "json"), "figure": ("text",),
          "shape cardbench.result/1": ("json",), "shape cardbench.export/2": ("json",),
-         "python needs=cardbench.kinds": ("python",)}
+         "python needs=cardbench.kinds": ("python",), "answer": ("text",)}
 #: programs a parse block may name besides cardbench, bash scripts/, python3 bench/ and pip
 OTHER_PROGRAMS = {"export", "sudo", "hdparm", "jq", "eval"}
 
@@ -307,3 +312,27 @@ def test_the_export_document_shown_has_the_fields_written(code, tmp_path):
 def test_every_document_shape_is_checked():
     kinds = {kind for _, kind, _, _ in blocks()}
     assert {"shape cardbench.result/1", "shape cardbench.export/2"} <= kinds
+
+
+def _the_example_card() -> Result:
+    """The card the answer examples show: Lexar 48 MB, 4X, behind a USB 2.0 usb-storage reader."""
+    mb = 10**6
+    result = Result(target={"kind": "directory", "filesystem": "ext4"},
+                    card=Card(brand="Lexar", capacity_bytes=48 * mb, label="4X"),
+                    reader=Reader(link_speed_mbit=480, driver="usb-storage", transport="usb"))
+    read = [Run(bytes=2 * mb, seconds=2 / 3.624) for _ in range(3)]
+    result.tests += [
+        TestResult(name="seq_write", method={"engine": "sync"}, runs=[Run(bytes=2 * mb, seconds=2 / 1.002)] * 2),
+        TestResult(name="cold_read", method={"engine": "sync", "verified": True}, runs=read[1:], warmup=read[:1])]
+    check_result(result)
+    return result
+
+
+@pytest.mark.parametrize("code", of_kind("answer"))
+def test_an_answer_shown_is_what_cardbench_says(code):
+    shown = " ".join(code.split())
+    printed = verdict_lines(_the_example_card())
+    for line in printed:
+        if shown.startswith(line):
+            shown = shown[len(line):].lstrip()
+    assert shown == "", f"not printed, or not in this order: {shown!r}; printed: {printed}"
