@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, then show cardbench at work: the demo drawer of emulated cards where this
+# Install what cardbench needs to run (scripts/setup.sh: FUSE, e2fsprogs, util-linux; no test
+# tools, no kernel), then show cardbench at work: the demo drawer of emulated cards where this
 # machine can run it (root, FUSE, loop devices), otherwise a real test of /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."

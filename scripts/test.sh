@@ -9,7 +9,7 @@
 # First the lint: ruff, mypy, then the layer contract (import-linter), as pyproject's [tool.ruff],
 # [tool.mypy] and [tool.importlinter] set them (not with extra arguments). A finding stops the run
 # there, before any test, with that tool's exit code (1 for findings).
-# Three passes (README, "Tests"): the tests marked `timing` (a measured rate or time against a
+# Three passes (docs/testing.md): the tests marked `timing` (a measured rate or time against a
 # set one) apart from the rest, on $CARDBENCH_TIMING_WORKERS workers (default 2: two paced
 # emulated cards at a time, one test file per worker), each tried up to 3 times; then every
 # other host test on $CARDBENCH_TEST_WORKERS pytest-xdist workers (default 3 on any number of
@@ -18,8 +18,8 @@
 # guest keeps a core busy). The ten slowest tests of
 # each pass are listed (--durations=10, pyproject's addopts), then how long each pass and the
 # whole run took. The exit code is the first failing pass's pytest code (5, "no tests ran",
-# fails too). CARDBENCH_SKIP_SETUP=1 skips scripts/setup.sh (the packages and
-# `pip install -e '.[test]'`).
+# fails too). CARDBENCH_SKIP_SETUP=1 skips `scripts/setup.sh --tests` (the run and test
+# packages, QEMU and the guest kernel among them, and `pip install -e '.[test]'`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +36,7 @@ workers="${CARDBENCH_TEST_WORKERS:-3}"
 timing_workers="${CARDBENCH_TIMING_WORKERS:-2}"
 vm_workers="${CARDBENCH_VM_WORKERS:-2}"
 
-[ "${CARDBENCH_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh
+[ "${CARDBENCH_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh --tests
 
 lint() {   # ruff, mypy, then the layers: the first that finds anything ends the run with its exit code
   local t0 tool lrc=0

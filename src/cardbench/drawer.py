@@ -31,7 +31,7 @@ What happens is told to ``on_event`` as typed values (:data:`DrawerEvent`: :clas
 :class:`CardDone`, ...); :func:`cardbench.report.session.event_lines` words them.
 
 Pace: a 1 MB/s card is done within a minute with the default options (measured with
-``bench/drawer_pace.py``, README "Benchmarks").
+``bench/drawer_pace.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The result record: one JSON-serialisable, versioned document of what was measured and how.
 
-Schema ``cardbench.result/1`` (documented field by field in README.md, "The result document").
+Schema ``cardbench.result/1`` (documented field by field in docs/formats.md).
 A result carries its method (engine, block size, queue depth, cache and sync policy, sizes,
 repetitions, filesystem, tool version) and the raw per-run samples, so any figure can be
 recomputed later. ``Result.from_dict(r.to_dict()) == r`` holds.

@@ -2,7 +2,7 @@
 
 Inside cardbench every quantity is bytes, seconds or bytes per second (plain ints and floats).
 This module is the only place where MB (10^6 B), MiB (2^20 B) and the card makers' "X"
-(1X = 150,000 B/s, see README "Units") appear.
+(1X = 150,000 B/s, see docs/methods.md, "Units") appear.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ appearing, a card pushed into a reader slot (its ``sdX`` going from size 0 to N)
 already hold a medium when watching starts are left alone until their medium changes (goes, or
 comes back with another size).
 
-How it notices (measured with ``bench/detect_latency.py``, README "Benchmarks"): the kernel
+How it notices (measured with ``bench/detect_latency.py``, docs/benchmarks.md): the kernel
 sends a ``change``/``add``/``remove`` uevent for every block device on the netlink socket
 ``NETLINK_KOBJECT_UEVENT``, multicast group 1 (the kernel's own group; udevd re-broadcasts on
 group 2, so no udevd is needed). On that event the device's ``/sys/block/<name>/size`` is read

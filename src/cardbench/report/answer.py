@@ -10,7 +10,7 @@ plain-words line per verdict.
     # Data: every sector read back as written (4.0 MB in 2 runs)
 
 The lines hold no identity key and no source tag (``[S1]``): those are in the JSON, in
-``--verbose`` (:func:`cardbench.report.detail.render_result`) and in the README.
+``--verbose`` (:func:`cardbench.report.detail.render_result`) and in docs/methods.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   every remaining column fits ``width`` without cutting or breaking a word (text columns may
   wrap between words; numeric columns never wrap).
 * :func:`plain`: a sentence for a person: the source tags (``[S1][S2]``) that the JSON and the
-  README keep are dropped.
+  docs keep are dropped.
 * :func:`nothing_yet`: what an empty listing says (``results``, ``readers``): nothing yet, and the
   command that fills it.
 

@@ -1,6 +1,6 @@
 """The ``cardbench.verify/1`` document: the pieces quick and full mode share.
 
-Field by field (README, "The verify document"):
+Field by field (docs/formats.md, "The verify document"):
 
 schema          "cardbench.verify/1"
 id              random hex id

@@ -132,7 +132,7 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
 
 def _direct_note(target: DirTarget) -> str:
     """What O_DIRECT means on this filesystem when it is not plain (the kernel's source, and
-    measured on a booted 6.1 kernel: README, "Tests on a booted kernel")."""
+    measured on a booted 6.1 kernel: docs/testing.md)."""
     if target.fstype in FAT_TYPES or target.fstype == "exfat":
         return (f" (the kernel's {target.fstype} driver writes a request that extends the file buffered and "
                 "flushes it before the call returns: fs/fat/inode.c, fs/exfat/inode.c direct_IO)")
