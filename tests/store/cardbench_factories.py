@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+from cardbench.cli import main
 from cardbench.result import Card, Reader, Result, Run, TestResult
 
 MB = 1_000_000
@@ -185,3 +186,22 @@ class PostgresServer:
             time.sleep(0.2)
         except (OSError, ValueError, IndexError):
             pass
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    """``cardbench ARGV`` in this process (cardbench.cli.main): (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        main([str(a) for a in argv])
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli_ok(capsys, *argv) -> str:
+    """:func:`cli` that must exit 0; its stdout."""
+    code, out, err = cli(capsys, *argv)
+    assert code == 0, (argv, out, err)
+    return out

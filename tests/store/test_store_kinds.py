@@ -24,7 +24,8 @@ from cardbench.result import Card, Reader
 from cardbench.share import share_items, share_store, sync_share
 from cardbench.store import open_store
 from cardbench.store.export import read_export
-from cardbench_factories import make_result
+from cardbench_factories import cli, make_result
+from cardbench_factories import cli_ok as ok
 
 SCHEMA = "cardbench.scratch/1"
 CARD = Card(brand="Lexar", capacity_bytes=48_000_000, label="4X", serial="0x1a2b3c")
@@ -57,22 +58,8 @@ def doc(card: Card = CARD, answer: str = "held", cycles: int = 3, created: str =
             "reader": READER.to_dict(), "answer": answer, "cycles": cycles}
 
 
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    from cardbench.cli import main
-    capsys.readouterr()
-    try:
-        main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def ok(capsys, *argv) -> str:
-    code, out, err = cli(capsys, *argv)
-    assert code == 0, (argv, out, err)
-    return out
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

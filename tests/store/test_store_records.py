@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import pytest
 
 from cardbench import kinds
-from cardbench.cli import main
 from cardbench.evidence import probe_document, session_document
 from cardbench.result import Card, Reader
 from cardbench.store import open_store
@@ -22,7 +21,8 @@ from cardbench.store.core import Store
 from cardbench.store.schema import MIGRATIONS
 from cardbench.verdicts.readers import judge_shared
 from cardbench.verify.doc import new_doc
-from cardbench_factories import make_result
+from cardbench_factories import cli, make_result
+from cardbench_factories import cli_ok as _ok
 
 PEERS = Path(__file__).resolve().parents[1] / "importers" / "data" / "peers"
 MB = 1_000_000
@@ -35,21 +35,8 @@ def own_data_dir(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("CARDBENCH_DB", raising=False)
 
 
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def _ok(capsys, *argv) -> str:
-    code, out, err = cli(capsys, *argv)
-    assert code == 0, (argv, out, err)
-    return out
 
 
 READER = Reader(name="Quad slot", vendor_id="05e3", product_id="0747", serial="000000001")
