@@ -9,6 +9,7 @@ Regenerate (only when the records below change, with code known to be right):
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -88,7 +89,13 @@ def _apply(db) -> str:
             else:
                 st.save(what)
         assert st.check() == []
-        return export.to_json(export.collect(st))
+        doc = export.collect(st)
+    # kinds declared after the golden was written (the pull test, the geometry, ...) add their own
+    # section, empty here: checked, then left out, so the rest is compared byte for byte
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    later = [k for k in doc if k not in golden]
+    assert all(doc[k] == [] for k in later), later
+    return export.to_json({k: v for k, v in doc.items() if k in golden})
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
