@@ -60,3 +60,22 @@ def test_held_signals_are_recorded_not_raised(sigterm_default):
         # running, which does not block it, and be handled after the block is over
         signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
     assert got == [signal.SIGTERM] and signals.sigterm_is_handled()
+
+
+def test_a_signal_while_a_thread_starts_is_raised_once_it_has_started():
+    """A SIGTERM that lands inside Thread.start() is held until start() returns, then raised by its
+    handler as Interrupted: the thread is started and known to threading (an Interrupted raised
+    inside start() made threading's own cleanup fail with KeyError: an internal error, seen in CI)."""
+    ran = threading.Event()
+
+    class SignalledOnStart(threading.Thread):
+        def start(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)     # the signal arrives while start() runs
+            super().start()
+
+    t = SignalledOnStart(target=ran.set, daemon=True)
+    with signals.sigterm_raises(), pytest.raises(Interrupted, match="SIGTERM"):
+        signals.start_thread(t)
+    t.join(5)
+    assert ran.is_set() and not t.is_alive()
+    assert t not in threading._limbo.values() and t.ident not in threading._active   # noqa: SLF001

@@ -14,7 +14,9 @@ for SIGINT by itself (KeyboardInterrupt); for SIGTERM a handler raises
 * :func:`signals_held` -- SIGINT/SIGTERM held off (blocked, and recorded) while saved bytes are
   written back, so a restore is never left half done; the caller decides afterwards;
 * :func:`signals_deferred` -- SIGINT/SIGTERM/SIGHUP blocked for a block and delivered at its
-  end (cleanup that must not be cut in half).
+  end (cleanup that must not be cut in half);
+* :func:`start_thread` -- ``Thread.start()`` with SIGINT/SIGTERM held, the signal sent again
+  once the thread runs (an exception raised inside ``start()`` breaks threading's own books).
 
 Handlers can only be installed from the main thread; elsewhere these are no-ops (blocking
 still applies to the calling thread).
@@ -22,6 +24,7 @@ still applies to the calling thread).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -156,3 +159,21 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def start_thread(thread: threading.Thread) -> threading.Thread:
+    """Start ``thread`` with SIGINT/SIGTERM held, then send the process what came meanwhile.
+
+    A handler that raises (Ctrl-C's KeyboardInterrupt, SIGTERM's Interrupted) at a bytecode
+    boundary inside ``Thread.start()`` leaves threading's bookkeeping half done: its ``except``
+    path deletes the thread from ``threading._limbo`` after the new thread already did, and the
+    KeyError hides the interrupt (a SIGTERM at that moment ended a run as "internal error:
+    KeyError: <Thread ...>", about one time in twelve). Held, the signal waits until ``start()``
+    has returned; sent again, it is raised by its own handler where the caller's ``finally``
+    blocks clean up as usual. The new thread starts with the signals blocked, as it should: only
+    the main thread handles them."""
+    with signals_held() as got:
+        thread.start()
+    for signum in dict.fromkeys(got):
+        os.kill(os.getpid(), signum)
+    return thread

@@ -50,6 +50,7 @@ from typing import Any
 
 from cardbench.engine.errors import cannot_use
 from cardbench.errors import DeviceFault, EnvironmentMissing, TargetError, UsageError
+from cardbench.signals import start_thread
 
 BLOCK = 512                 # IDENTIFY DEVICE returns one 512-byte block: 256 little-endian words
 WORDS = BLOCK // 2
@@ -562,7 +563,7 @@ def read_identify(path: str, timeout: float = DEFAULT_TIMEOUT) -> AtaProbe:
 
     start = time.monotonic()
     worker = threading.Thread(target=work, name=f"ata-identify {path}", daemon=True)
-    worker.start()
+    start_thread(worker)
     worker.join(timeout + 0.5)
     if box:
         return box[0]

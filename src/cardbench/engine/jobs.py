@@ -31,6 +31,7 @@ from cardbench.engine.registry import engine_info, get_engine
 from cardbench.errors import DeviceFault, UsageError
 from cardbench.patterns import Pattern
 from cardbench.result import Run
+from cardbench.signals import start_thread
 from cardbench.stats import percentiles
 
 #: the operation count of a time-based run: no run reaches it before its deadline
@@ -165,7 +166,7 @@ def _loop_job(engine: str, job: Job) -> Run:
                                                 out=loops[i]))
                    for i in range(job.threads)]
         for t in threads:
-            t.start()
+            start_thread(t)
         try:
             for t in threads:
                 t.join()

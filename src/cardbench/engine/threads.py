@@ -11,6 +11,7 @@ from collections import deque
 
 from cardbench.engine.base import Completion, IoOp
 from cardbench.engine.errors import io_error
+from cardbench.signals import start_thread
 
 
 class _ThreadImpl:
@@ -29,7 +30,7 @@ class _ThreadImpl:
         self.threads = [threading.Thread(target=self._worker, name=f"cardbench-io-{i}", daemon=True)
                         for i in range(queue_depth)]
         for t in self.threads:
-            t.start()
+            start_thread(t)
 
     def _worker(self) -> None:
         fd = self.fd

@@ -36,6 +36,7 @@ from cardbench.engine.registry import engine_info, get_engine
 from cardbench.errors import DeviceFault, UsageError
 from cardbench.patterns import CLASSES, Pattern
 from cardbench.result import Run
+from cardbench.signals import start_thread
 
 Progress = Callable[[int], None]   # called with bytes just done
 
@@ -103,7 +104,7 @@ class _Filler:
             self.free.put(b)
         self.stop = False
         self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        start_thread(self.thread)
 
     def _run(self) -> None:
         pos = 0

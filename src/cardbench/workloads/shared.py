@@ -18,6 +18,7 @@ from typing import Any
 
 from cardbench.devices.lock import target_lock
 from cardbench.errors import CardbenchError, UsageError
+from cardbench.signals import start_thread
 from cardbench.target import DeviceTarget, open_device_target
 from cardbench.workloads import raw
 
@@ -63,7 +64,7 @@ def read_together(targets: list[DeviceTarget], *, seconds: float = SECONDS, coun
         threads = [threading.Thread(target=one, args=(i,), name=f"cardbench-probe-{i}", daemon=True)
                    for i in range(len(devices))]
         for th in threads:
-            th.start()
+            start_thread(th)
         barrier.wait()
         start = time.perf_counter()
         for th in threads:
