@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -205,3 +206,30 @@ def cli_ok(capsys, *argv) -> str:
     code, out, err = cli(capsys, *argv)
     assert code == 0, (argv, out, err)
     return out
+
+
+def key_paths(doc) -> list[tuple]:
+    """Every path into a JSON document (keys and list indexes), the root's () first."""
+    paths: list[tuple] = []
+
+    def walk(node, path=()):
+        paths.append(path)
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for k, v in items:
+            walk(v, path + (k,))
+    walk(doc)
+    return paths
+
+
+def mangled(doc, path: tuple, value):
+    """A copy of ``doc`` with ``value`` at ``path``; ``"drop"`` takes the key out (of an object)."""
+    d = json.loads(json.dumps(doc))
+    node = d
+    for k in path[:-1]:
+        node = node[k]
+    if isinstance(value, str) and value == "drop":
+        if isinstance(node, dict):
+            del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return d

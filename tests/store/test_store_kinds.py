@@ -24,7 +24,7 @@ from cardbench.result import Card, Reader
 from cardbench.share import share_items, share_store, sync_share
 from cardbench.store import open_store
 from cardbench.store.export import read_export
-from cardbench_factories import cli, make_result
+from cardbench_factories import cli, key_paths, make_result, mangled
 from cardbench_factories import cli_ok as ok
 
 SCHEMA = "cardbench.scratch/1"
@@ -283,27 +283,12 @@ def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_erro
     good = samples()[name]
     values = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(), st.text(max_size=5),
                        st.just([]), st.just({}), st.just([[1, "x"]]), st.just({"a": "b"}), st.just("drop"))
-    paths = []
-
-    def walk(node, path=()):
-        paths.append(path)
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
-        for k, v in items:
-            walk(v, path + (k,))
-    walk(good)
+    paths = key_paths(good)
 
     @settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.sampled_from(paths[1:]), values)
     def case(path, value):
-        d = json.loads(json.dumps(good))
-        node = d
-        for k in path[:-1]:
-            node = node[k]
-        if isinstance(value, str) and value == "drop":
-            if isinstance(node, dict):
-                del node[path[-1]]
-        else:
-            node[path[-1]] = value
+        d = mangled(good, path, value)
         try:
             contents = read_export(d, path="x.json")
         except UsageError as e:

@@ -21,7 +21,7 @@ from cardbench.store.core import Store
 from cardbench.store.schema import MIGRATIONS
 from cardbench.verdicts.readers import judge_shared
 from cardbench.verify.doc import new_doc
-from cardbench_factories import cli, make_result
+from cardbench_factories import cli, key_paths, make_result, mangled
 from cardbench_factories import cli_ok as _ok
 
 PEERS = Path(__file__).resolve().parents[1] / "importers" / "data" / "peers"
@@ -296,28 +296,13 @@ def test_mangled_exports_are_imported_whole_or_refused_in_one_line(tmp_path_fact
     base = tmp_path_factory.mktemp("mangle")
     _fill(capsys, base / "a.db")
     good = json.loads(_ok(capsys, "export", "--db", base / "a.db"))
-    paths = []
-
-    def walk(node, path=()):
-        paths.append(path)
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
-        for k, v in items:
-            walk(v, path + (k,))
-    walk(good)
+    paths = key_paths(good)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.sampled_from(paths[1:]), st.sampled_from([None, 7, -1.5, "x", [], {}, True, "drop"]),
            st.integers(0, 100))
     def case(path, value, cut):
-        doc = json.loads(json.dumps(good))
-        node = doc
-        for k in path[:-1]:
-            node = node[k]
-        if value == "drop" and isinstance(node, dict):
-            del node[path[-1]]
-        elif value != "drop":
-            node[path[-1]] = value
-        text = json.dumps(doc)
+        text = json.dumps(mangled(good, path, value))
         if cut < 10:
             text = text[: len(text) * (cut + 1) // 11]
         d = base / "case"
