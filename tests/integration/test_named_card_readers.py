@@ -24,25 +24,14 @@ import pytest
 from cardbench.result import Result
 from cardbench.store import open_store
 from cardbench.units import MB, MiB
-from realparts import ROOT, call_cli, emulators_under
+from realparts import ROOT, call_cli
+from verdict_emulation import ATTEMPTS, DISTURBED
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
               pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
 
 FAST, SLOW = 30 * MB, 12 * MB
 NAMED = "yardstick-1, as you named it"
-#: a run whose cold_read median is further than this from the reader's rate was disturbed by the
-#: (shared, loaded) machine: deleted and run again, at most ATTEMPTS times
-DISTURBED = 0.025
-ATTEMPTS = 3
-
-
-@pytest.fixture
-def emu_dir(tmp_path):
-    d = tmp_path / "emu"
-    d.mkdir()
-    with emulators_under(d):
-        yield d
 
 
 def _run(mnt: str, reader_name: str, rate: float, db: str) -> Result:

@@ -22,7 +22,8 @@ from cardbench.result import Reader, Result
 from cardbench.store import open_store
 from cardbench.units import MB, MiB
 from cardbench.verdicts import rejudge_reader
-from realparts import ROOT, call_cli, emulators_under
+from realparts import ROOT, call_cli
+from verdict_emulation import ATTEMPTS, DISTURBED
 
 pytestmark = [pytest.mark.skipif(not ROOT or not os.path.exists("/dev/fuse"), reason="needs root and FUSE"),
               pytest.mark.needs_root, pytest.mark.slow, pytest.mark.timing]
@@ -44,19 +45,6 @@ FREE_CARDS = [
     ("free-b", 45, 13, "100X 250X", 8),
     ("free-c", 60, 19, "100X 250X", 8),
 ]
-#: a run (behind the ceiling) whose medians are further than this from what the emulator was set
-#: to was disturbed by the (shared, loaded) machine: it is deleted and run again, at most ATTEMPTS
-#: times in all (the cluster that names the ceiling is 3% wide)
-DISTURBED = 0.025
-ATTEMPTS = 3
-
-
-@pytest.fixture
-def emu_dir(tmp_path):
-    d = tmp_path / "emu"
-    d.mkdir()
-    with emulators_under(d):
-        yield d
 
 
 def _verdicts(result: Result) -> dict[tuple[str, str], str]:
