@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from cardbench.emulate import CardSpec, EmulatedReader
+from cardbench.emulate.wear import WearModel
 from cardbench.engine.data import DataFile
 from cardbench.engine.errors import IoFault
 from cardbench.errors import UsageError
@@ -231,6 +232,39 @@ def test_readonly_at_a_fraction_of_worn_blocks(make_card):
     assert read_all(card.device)[3] == []     # reads still work
 
 
+def test_a_wraparound_fake_wears_its_real_blocks_twice_a_pass(reader):
+    spec = CardSpec(size=2 * SIZE, real_size=SIZE, write_rate=1000 * MB, read_rate=1000 * MB, name="wrapworn",
+                    wear_cycles=3)
+    card = reader.add_card(spec)
+    try:
+        card.set(paced=False)
+        assert write_pass(card.device, 1) == []       # the first half: one cycle each
+        with DataFile.open(card.device, write=True) as f:
+            for off in range(SIZE, 2 * SIZE, REQ):    # the second half lands on the same blocks
+                f.write_exact(tagged(off, REQ, 1), off)
+        wear = card.wear()
+        assert (wear["blocks"], wear["cycles_min"], wear["cycles_max"], wear["passes"]) == (64, 2, 2, 2)
+    finally:
+        card.close()
+
+
+def test_a_64_gib_card_keeps_its_wear_in_little_memory(reader):
+    card = reader.add_card(CardSpec(size=64 << 30, write_rate=1000 * MB, read_rate=1000 * MB, name="big",
+                                    wear_cycles=3000, wear_spread=0.3))
+    try:
+        card.set(paced=False)
+        last = (64 << 30) - REQ
+        for _ in range(2):
+            with DataFile.open(card.device, write=True) as f:
+                f.write_exact(tagged(last, REQ, 1), last)
+        wear = card.wear()
+        assert (wear["blocks"], wear["block"], wear["cycles_max"], wear["cycles_min"]) == (1 << 20, BLOCK, 2, 0)
+        assert wear["limits"][0][0] == 2100 and wear["limits"][-1][0] == 3900
+        assert card.status()["wear"]["passes"] == 2 * REQ / (64 << 30)
+    finally:
+        card.close()
+
+
 # -- the card stays the same card -------------------------------------------------------------
 
 def test_counts_survive_pull_and_reinsert(make_card):
@@ -274,6 +308,35 @@ def test_live_set_turns_wear_on_and_off(make_card):
     card.set(wear_cycles=None)
     assert write_pass(card.device, 4) == [] and card.status()["wear"] is None
     assert_clean(card.device, 4)
+
+
+# -- the model alone ----------------------------------------------------------------------------
+
+def test_limits_are_uniform_whole_numbers_around_the_mean():
+    model = WearModel(64 << 20, 0, cycles=100, spread=0.5, seed=1, block=4096)   # 16384 blocks
+    limits = model.limits
+    assert limits.min() == 50 and limits.max() == 150 and len(np.unique(limits)) == 101
+    assert abs(limits.mean() - 100) < 1
+    assert (WearModel(64 << 20, 0, cycles=100, spread=0.5, seed=1, block=4096).limits == limits).all()
+    assert WearModel(1 << 20, 0, cycles=2, spread=1.0, seed=1).limits.min() == 1     # never below 1
+
+
+def test_a_short_last_block_wears_per_its_own_size():
+    model = WearModel(SIZE + 4096, 0, cycles=1)
+    assert (model.blocks, model.last_size) == (65, 4096)
+    model.write([(0, SIZE + 4096)])
+    assert model.worn_count == 0 and model.report()["cycles_min"] == 1
+    # one more byte wears a block that survived its limit: the last sector of block 63
+    assert model.write([(SIZE - 512, 512)]) == ([(None, 512)], 0)
+    assert model.report()["worn_blocks"] == [63]
+    assert model.write([(SIZE - 65536, 65536 + 4096)]) == ([(None, 65536 + 4096)], 0)
+    assert model.report()["worn_blocks"] == [63, 64]
+
+
+def test_the_au_is_the_default_wear_block_and_huge_cards_get_bigger_blocks():
+    assert WearModel(SIZE, 1 << 20, cycles=5).block == 1 << 20
+    model = WearModel(1 << 40, 0, cycles=5)             # 1 TiB: 16 Mi blocks of 64 KiB would be too many
+    assert (model.block, model.blocks) == (256 * 1024, 1 << 22)
 
 
 # -- bad values ---------------------------------------------------------------------------------
