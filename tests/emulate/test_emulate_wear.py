@@ -16,7 +16,7 @@ from cardbench.engine.data import DataFile
 from cardbench.engine.errors import IoFault
 from cardbench.errors import UsageError
 from cardbench.units import MB, MiB
-from emulate_helpers import needs_emulator
+from emulate_helpers import dio_read, dio_write, needs_emulator
 
 pytestmark = needs_emulator
 
@@ -148,6 +148,30 @@ def test_each_mode_fails_first_in_pass_n_plus_1(make_card, mode):
     if mode != "readonly":     # the card turned read-only at the first worn block: the rest never wore
         assert wear["worn"] == 64 and wear["worn_blocks"] == list(range(64))
         assert not wear["read_only"]
+
+
+@pytest.mark.parametrize("volatile", [0, 1 * MiB])
+def test_an_eio_write_stores_its_parts_on_good_blocks(make_card, volatile):
+    # a slow drain: block 1's first write is still in the volatile cache when the failing one comes
+    fields = {"volatile_bytes": volatile, "drain_rate": 1 * MB} if volatile else {}
+    card = make_card(wear_cycles=2, wear_mode="eio", **fields)
+    if volatile:
+        card.set(paced=True)         # the volatile cache works on a paced card only
+    for _ in range(2):
+        dio_write(card.device, 0, b"\x01" * BLOCK)
+    dio_write(card.device, BLOCK, b"\x03" * BLOCK)
+    for data in (b"\x02" * BLOCK, b"\x04" * 2 * BLOCK):  # block 0 wears; block 1's first write
+        with pytest.raises(OSError) as e:
+            dio_write(card.device, 0, data)
+        assert e.value.errno == errno.EIO
+    assert card.wear()["worn_blocks"] == [0]
+    assert dio_read(card.device, BLOCK, BLOCK) == b"\x04" * BLOCK      # it landed, after 0x03
+    if volatile:
+        assert card.status()["volatile_held"] > 0
+    with pytest.raises(OSError):
+        dio_read(card.device, 0, 4096)
+    card.set(wear_cycles=None)
+    assert dio_read(card.device, 0, BLOCK) == b"\x01" * BLOCK
 
 
 def test_a_pass_costs_one_cycle_whatever_the_request_size(make_card):

@@ -113,7 +113,8 @@ class Server:
                 raise OSError(errno.ENOENT, "no such card")
             verdict = card.request(op, offset, size, now)
             pulls = card.counters.pulls
-            cached = card.caching and not verdict.error
+            # a write failing on a worn block still stores its other pieces: through the cache too
+            cached = card.caching and (not verdict.error or bool(verdict.pieces))
             if cached:  # the volatile cache: served under the lock, in order
                 result = self._cached_io(card, fd, op, verdict, now, data)
         if verdict.error and not verdict.pieces and card.yanked:
