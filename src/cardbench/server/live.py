@@ -6,12 +6,14 @@ without a card key, as ``drawer --share`` sends it); ``live_stations`` what each
 last (written in the same transaction as the records it shared). A progress event is one upsert
 of one row: nothing else is stored of it.
 
-Every write tells the app servers that something changed: on PostgreSQL a ``NOTIFY`` on channel
-:data:`CHANNEL` in the same statement or transaction (delivered at commit), whose payload is the
-station and the card key only, never a document (PostgreSQL refuses a payload over 8,000 bytes;
-a key is at most :data:`KEY_MAX` characters and a station name 100). Each app server has one
-:class:`Hub`: one thread holding one dedicated ``LISTEN`` connection, which reads each changed
-row once and fans it out to that server's event streams. So any number of app servers on one
+Every write tells the app servers that something changed: on PostgreSQL, once it has committed,
+a ``NOTIFY`` on channel :data:`CHANNEL` whose payload names the stations and card keys only,
+never a document (PostgreSQL refuses a payload over 8,000 bytes; a key is at most
+:data:`KEY_MAX` characters and a station name 100); a server gathers the notices of
+:data:`NOTIFY_EVERY_S` into one statement (PostgreSQL serializes the commits of notifying
+transactions: one a batch, not one a request). Each app server has one :class:`Hub`: one
+thread holding one dedicated ``LISTEN`` connection, which reads each changed row once and fans
+it out to that server's event streams. So any number of app servers on one
 database show the same live pages. When the connection is lost (PostgreSQL restarting), the
 thread connects again and sends every watched station's current rows (the pages catch up). On
 SQLite (one server) the same thread is told in-process instead.
@@ -50,6 +52,10 @@ KEEP_S = 24 * 3600.0
 SWEEP_EVERY_S = 600.0
 #: result rows a live page shows (and its stream looks for new ones among)
 ROWS = 50
+#: the largest NOTIFY payload sent (PostgreSQL refuses one over 8,000 bytes)
+NOTICE_MAX = 7000
+#: how long a server gathers its writes' notices into one NOTIFY
+NOTIFY_EVERY_S = 0.02
 
 FIELDS = ("label", "identity", "kind", "task", "done", "total", "round_no", "bytes_written", "rate_bytes_per_s",
           "bad_fraction", "eta_s", "ended", "at_epoch")
@@ -124,17 +130,13 @@ def read_event(raw: bytes) -> dict:
             "ended": _text(doc.get("ended"), 40), "at_epoch": time.time()}
 
 
-def notice(station: str, key: str | None) -> str:
-    """A NOTIFY payload: the station and the card key (None: it shared records), never a row."""
-    return json.dumps([station, key])
-
-
 # -- writing -----------------------------------------------------------------------------------
 
 def write_progress(store, station: str, ev: dict) -> int:
-    """One statement: the upsert of the card's row (and on PostgreSQL its NOTIFY, committed with
-    it). The first event for a key carries ``card.identity`` (it announces the card); an event
-    for a key this station has no row for raises :class:`Unannounced`. Returns the row's id."""
+    """One statement: the upsert of the card's row (the app server's :class:`Hub` tells the
+    others after it, :meth:`Hub.changed`). The first event for a key carries ``card.identity`` (it announces the card, and sets
+    every field); a later one sets the fields it gives; an event for a key this station has no
+    row for raises :class:`Unannounced`. Returns the row's id."""
     db = store._db
     key = ev["card_key"]
     vals = [ev[f] for f in FIELDS]
@@ -145,12 +147,10 @@ def write_progress(store, station: str, ev: dict) -> int:
                + ", ".join(f"{f} = excluded.{f}" for f in FIELDS) + " RETURNING id")
         params = [station, key, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), *vals]
     else:
-        sets = ", ".join(f"{f} = COALESCE(?, {f})" if f in ("label", "identity") else f"{f} = ?" for f in FIELDS)
+        # a field the event leaves out keeps its value (once ended, a card stays ended until announced again)
+        sets = ", ".join(f"{f} = COALESCE(?, {f})" for f in FIELDS)
         sql = f"UPDATE live_cards SET {sets} WHERE station = ? AND card_key = ? RETURNING id"
         params = [*vals, station, key]
-    if db.kind == "postgresql":
-        sql = f"WITH w AS ({sql}) SELECT w.id, pg_notify(?, ?) FROM w"
-        params += [CHANNEL, notice(station, key)]
     rows = store._run("writing live progress", db.execute, sql, params)
     if not rows:
         raise Unannounced(f"card {key!r} was never announced by station {station!r}: its first event carries "
@@ -175,8 +175,8 @@ def upload_note(contents) -> tuple[str | None, str, str | None]:
 
 def with_upload(before: Callable, station: str, note: tuple) -> Callable:
     """``before`` (a ``save_all`` hook: the claim of the ids) followed by the station's
-    ``live_stations`` row and its NOTIFY, sent in the saving transaction (pipelined on
-    PostgreSQL: no round trip of their own); what the records' transaction undoes, this undoes."""
+    ``live_stations`` row, sent in the saving transaction (pipelined on PostgreSQL: no round
+    trip of its own); what the records' transaction undoes, this undoes."""
     card, what, at = note
 
     def hook(db, kinds_and_ids):
@@ -186,9 +186,33 @@ def with_upload(before: Callable, station: str, note: tuple) -> Callable:
                 "last_what = excluded.last_what, last_at = excluded.last_at, "
                 "uploads = live_stations.uploads + excluded.uploads, at_epoch = excluded.at_epoch",
                 (station, card, what, at, len(kinds_and_ids), time.time()))
-        if db.kind == "postgresql":
-            db.send("SELECT pg_notify(?, ?)", (CHANNEL, notice(station, None)))
     return hook
+
+
+def notices(changes: list[tuple[str, str | None]]) -> list[str]:
+    """NOTIFY payloads for these (station, card key or None: it shared records): JSON lists of
+    pairs, each under NOTICE_MAX bytes (a station name is at most 100 characters, a key KEY_MAX)."""
+    out: list[str] = []
+    part: list[list] = []
+    size = 2
+    for station, key in dict.fromkeys(changes):
+        item = json.dumps([station, key])
+        if part and size + len(item.encode()) + 1 > NOTICE_MAX:
+            out.append(json.dumps(part))
+            part, size = [], 2
+        part.append([station, key])
+        size += len(item.encode()) + 1
+    if part:
+        out.append(json.dumps(part))
+    return out
+
+
+def send_notices(store, payloads: list[str]) -> None:
+    """One statement: a NOTIFY per payload (PostgreSQL takes a database-wide lock while it commits
+    a transaction that notifies: once per batch here, not once per request)."""
+    if payloads:
+        sql = "SELECT " + ", ".join("pg_notify(?, ?)" for _ in payloads)
+        store._run("telling the other servers", store._db.execute, sql, [x for p in payloads for x in (CHANNEL, p)])
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -286,6 +310,7 @@ class Hub:
         self.reconnects = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
+        self.notifier: threading.Thread | None = None
         self.sent: dict[str, set[str]] = {}          # result ids streamed, by station (the thread's)
         self.known: dict[str, set[str]] = {}         # ids a page was rendered with (under lock)
         self.last_sweep = 0.0
@@ -296,13 +321,17 @@ class Hub:
         self.stopping.clear()
         self.thread = threading.Thread(target=self._run, name="cardbench-live-hub", daemon=True)
         self.thread.start()
+        if self.pg:
+            self.notifier = threading.Thread(target=self._notify, name="cardbench-live-notify", daemon=True)
+            self.notifier.start()
 
     def stop(self) -> None:
         self.stopping.set()
         self.local.put(None)
-        if self.thread is not None:
-            self.thread.join(timeout=5)
-            self.thread = None
+        for t in (self.thread, self.notifier):
+            if t is not None:
+                t.join(timeout=5)
+        self.thread = self.notifier = None
 
     def subscribe(self, station: str, shown_ids: list[str]) -> asyncio.Queue:
         q: asyncio.Queue = asyncio.Queue(maxsize=2000)
@@ -321,9 +350,10 @@ class Hub:
                     self.known.pop(station, None)
 
     def changed(self, station: str, key: str | None) -> None:
-        """A write of this process (SQLite: the thread is told here; PostgreSQL: by NOTIFY)."""
-        if not self.pg:
-            self.local.put((station, key))
+        """A write of this process has committed. SQLite: the thread is told here. PostgreSQL:
+        every server's thread, this one's too, by a NOTIFY the notifier thread sends, gathering
+        the notices of NOTIFY_EVERY_S into one statement."""
+        self.local.put((station, key))
 
     def _deliver(self, station: str, events: list[tuple[str, dict]]) -> None:
         for q in list(self.subs.get(station, ())):
@@ -368,7 +398,7 @@ class Hub:
                 got = [n.payload for n in conn.notifies(timeout=1.0, stop_after=1)]
                 if got:
                     got += [n.payload for n in conn.notifies(timeout=0.01)]     # what came with it
-                    self._handle([tuple(json.loads(p)) for p in got])
+                    self._handle([tuple(pair) for p in got for pair in json.loads(p)])
                     quiet = time.monotonic()
                 elif time.monotonic() - quiet > 10:
                     conn.execute("SELECT 1")     # a connection lost without a word says so here
@@ -397,6 +427,34 @@ class Hub:
                 except queue.Empty:
                     break
             self._handle([g for g in got if g is not None])
+
+    def _notify(self) -> None:
+        """PostgreSQL: the NOTIFY of what this server's writes changed, a batch at a time."""
+        pending: list[tuple[str, str | None]] = []
+        while not self.stopping.is_set():
+            try:
+                first = self.local.get(timeout=1.0)
+            except queue.Empty:
+                first = None
+            if first is not None:
+                pending.append(first)
+                time.sleep(NOTIFY_EVERY_S)
+            while True:
+                try:
+                    got = self.local.get_nowait()
+                except queue.Empty:
+                    break
+                if got is not None:
+                    pending.append(got)
+            if not pending:
+                continue
+            try:
+                self.call(send_notices, notices(pending))
+                pending = []
+            except Exception as e:  # noqa: BLE001 - kept and sent again; the listeners catch up anyway
+                pending = list(dict.fromkeys(pending))[-10_000:]
+                print(f"cardbench serve: live notices wait ({type(e).__name__})", file=sys.stderr)
+                self.stopping.wait(1.0)
 
     def _maybe_sweep(self) -> None:
         if time.monotonic() - self.last_sweep > SWEEP_EVERY_S:
