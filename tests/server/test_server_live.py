@@ -48,7 +48,7 @@ def stored(db) -> Counter:
 def all_stations(db) -> list[str]:
     with open_store(db) as s:
         return sorted(r[0] for r in s._db.execute("SELECT station FROM record_stations UNION SELECT station FROM "
-                                                  "live_cards UNION SELECT station FROM live_stations"))
+                                                  "live_cards"))
 
 
 def run_stations(servers: dict[str, ServeProcess], toks: dict[str, str], n: int, tmp_path) -> dict:

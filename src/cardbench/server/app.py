@@ -118,8 +118,7 @@ class Server:
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
-        before = live.with_upload(tokens.claimer(station), station, live.upload_note(contents))
-        ids = self.call(lambda store: store.save_all(items, before=before))
+        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station)))
         return {"stored": len(ids), "ids": ids, "station": station}, contents
 
 

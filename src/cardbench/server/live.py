@@ -1,10 +1,10 @@
 """The live state of a lab: what each station is doing, kept in the store, not in one process.
 
-Two tables (schema migration 6): ``live_cards`` holds the latest progress event per (station,
+One table (schema migration 6): ``live_cards`` holds the latest progress event per (station,
 card key), one row each, replaced by the next event (card key ``''``: a station's progress
-without a card key, as ``drawer --share`` sends it); ``live_stations`` what each station shared
-last (written in the same transaction as the records it shared). A progress event is one upsert
-of one row: nothing else is stored of it.
+without a card key, as ``drawer --share`` sends it). A progress event is one upsert of one row:
+nothing else is stored of it. What a station shared last is read from ``record_stations`` (its
+latest record; an index of migration 6): an upload writes nothing more than its records.
 
 Every write tells the app servers that something changed: on PostgreSQL, once it has committed,
 a ``NOTIFY`` on channel :data:`CHANNEL` whose payload names the stations and card keys only,
@@ -158,37 +158,6 @@ def write_progress(store, station: str, ev: dict) -> int:
     return int(rows[0][0])
 
 
-def upload_note(contents) -> tuple[str | None, str, str | None]:
-    """What a request's records say the station did: (card, what, when)."""
-    if contents.results:
-        last = contents.results[-1]
-        return rh.card_label(last), "result", last.started_at
-    for it in contents.items():
-        k = kinds.kind_of(it)
-        doc = kinds.document_of(it)
-        links = k.cards(doc) if isinstance(doc, dict) else []
-        c = links[0][0] if links and isinstance(links[0][0], dict) else {}
-        name = " ".join(str(c[f]) for f in ("brand", "name", "label") if c.get(f)) or c.get("identity")
-        return (str(name) if name else None), k.noun, k.created(doc)
-    return None, "document", None
-
-
-def with_upload(before: Callable, station: str, note: tuple) -> Callable:
-    """``before`` (a ``save_all`` hook: the claim of the ids) followed by the station's
-    ``live_stations`` row, sent in the saving transaction (pipelined on PostgreSQL: no round
-    trip of its own); what the records' transaction undoes, this undoes."""
-    card, what, at = note
-
-    def hook(db, kinds_and_ids):
-        before(db, kinds_and_ids)
-        db.send("INSERT INTO live_stations (station, last_card, last_what, last_at, uploads, at_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (station) DO UPDATE SET last_card = excluded.last_card, "
-                "last_what = excluded.last_what, last_at = excluded.last_at, "
-                "uploads = live_stations.uploads + excluded.uploads, at_epoch = excluded.at_epoch",
-                (station, card, what, at, len(kinds_and_ids), time.time()))
-    return hook
-
-
 def notices(changes: list[tuple[str, str | None]]) -> list[str]:
     """NOTIFY payloads for these (station, card key or None: it shared records): JSON lists of
     pairs, each under NOTICE_MAX bytes (a station name is at most 100 characters, a key KEY_MAX)."""
@@ -234,17 +203,32 @@ def cards_of(store, station: str, keys: list[str] | None = None) -> list[dict]:
 
 
 def station_of(store, station: str) -> dict | None:
-    rows = store._run("reading a live station", store._db.execute,
-                      "SELECT last_card, last_what, last_at FROM live_stations WHERE station = ?", (station,))
-    return {"card": rows[0][0], "what": rows[0][1], "at": rows[0][2]} if rows else None
+    """What the station shared last (its latest record): {"card", "what", "at"}, or None."""
+    rows = store._run("reading a station's last record", store._db.execute,
+                      "SELECT kind, record_id, shared_at FROM record_stations WHERE station = ? "
+                      "ORDER BY shared_at DESC, record_id DESC LIMIT 1", (station,))
+    if not rows:
+        return None
+    kind, rid, at = rows[0]
+    try:
+        k = kinds.kind_named(kind)
+        if kind == kinds.RESULT.name:
+            r = store.get(rid)
+            return {"card": rh.card_label(r), "what": "result", "at": r.started_at}
+        doc = store.stored_document(kind, rid) or {}
+    except UsageError:           # removed since, or a kind this server does not know
+        return {"card": None, "what": kind, "at": at}
+    links = k.cards(doc) if doc else []
+    c = links[0][0] if links and isinstance(links[0][0], dict) else {}
+    name = " ".join(str(c[f]) for f in ("brand", "name", "label") if c.get(f)) or c.get("identity")
+    return {"card": str(name) if name else None, "what": k.noun, "at": k.created(doc) or at}
 
 
 def everything(store) -> dict[str, list[dict]]:
     """Every station (that shared, or sent progress) and its live rows: the ``/live`` index."""
     out: dict[str, list[dict]] = {}
     for (st,) in store._run("reading stations", store._db.execute,
-                            "SELECT station FROM record_stations UNION SELECT station FROM live_stations "
-                            "UNION SELECT station FROM live_cards"):
+                            "SELECT station FROM record_stations UNION SELECT station FROM live_cards"):
         out[st] = []
     rows = store._run("reading live cards", store._db.execute,
                       f"SELECT station, {', '.join(CARD_COLUMNS)} FROM live_cards WHERE at_epoch >= ? "

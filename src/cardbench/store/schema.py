@@ -254,7 +254,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX record_cards_card ON record_cards (card_id)",
         "CREATE INDEX record_cards_reader ON record_cards (reader_id)",
     )),
-    Migration(6, "live state: the latest progress per station and card, what each station shared last", (
+    Migration(6, "live state: the latest progress per station and card; a station's latest records", (
         # one row per (station, card key), replaced by each progress event (cardbench.server.live);
         # card_key '' is a station's progress without a card key
         """CREATE TABLE live_cards (
@@ -278,14 +278,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             UNIQUE (station, card_key)
         )""",
         "CREATE INDEX live_cards_at ON live_cards (at_epoch)",
-        """CREATE TABLE live_stations (
-            station   TEXT NOT NULL PRIMARY KEY,
-            last_card TEXT,
-            last_what TEXT,
-            last_at   TEXT,
-            uploads   {int} NOT NULL,
-            at_epoch  {float} NOT NULL
-        )""",
+        # a live page's rows and "what the station shared last": its latest records, newest first
+        "CREATE INDEX record_stations_shared ON record_stations (station, shared_at)",
     )),
 )
 
@@ -293,8 +287,7 @@ LATEST = MIGRATIONS[-1].version
 
 #: Tables a cardbench database has; a database holding one of them without our schema_version is not ours.
 TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims",
-          "probes", "sessions", "record_cards", "station_tokens", "record_stations", "records", "live_cards",
-          "live_stations")
+          "probes", "sessions", "record_cards", "station_tokens", "record_stations", "records", "live_cards")
 
 
 def check_migrations(migrations: tuple[Migration, ...] | list[Migration]) -> None:
