@@ -12,6 +12,9 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 ``GET  /api/v1/records/{kind}/{id}``               one record of that kind
 ``POST /api/v1/records``                           store records (any document ``cardbench import``
                                                    reads); ``Authorization: Bearer <station token>``
+``POST /api/v1/live``                              a station's progress, per card (cardbench.server.live):
+                                                   one row kept per (station, card key); 409 a card key
+                                                   the station never announced
 
 Answers to bad requests are one line, ``{"error": "..."}``: 400 a document that cannot be read
 (truncated, a newer schema, the wrong shape), 401 a token missing, wrong or revoked, 403 a record
