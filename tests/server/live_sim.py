@@ -27,8 +27,8 @@ def _conn(url: str, timeout: float = 20) -> http.client.HTTPConnection:
 class EventStream:
     """``GET URL/live/STATION/events`` read in a thread: every event as (time received, name, data)."""
 
-    def __init__(self, url: str, station: str):
-        self.url, self.station = url, station
+    def __init__(self, url: str, station: str, query: str = ""):
+        self.url, self.station, self.query = url, station, query
         self.events: list[tuple[float, str, dict]] = []
         self.connected = threading.Event()
         self.closed = False
@@ -38,7 +38,7 @@ class EventStream:
 
     def _read(self) -> None:
         try:
-            self.conn.request("GET", f"/live/{quote(self.station, safe='')}/events")
+            self.conn.request("GET", f"/live/{quote(self.station, safe='')}/events{self.query}")
             resp = self.conn.getresponse()
             buf = b""
             while not self.closed:

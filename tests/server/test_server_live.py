@@ -280,6 +280,19 @@ def test_one_server_on_sqlite_streams_progress_and_rows_in_process(tmp_path):
             time.sleep(0.05)
         assert [d["id"] for _, d in stream.seen("row")] == [r.id]
         assert [d for _, d in stream.seen("card") if d["key"] == "solo/card-1" and d["done"] == 200_000_000]
+        r2 = make_result(serial="solo-2")
+        assert upload(srv, tok, r2.to_dict())[0] == 200
+        # a page rendered with r only, whose stream opens after r2 landed: it is sent r2 first
+        late = EventStream(srv.url, "solo", f"?after={r.id}")
+        try:
+            assert late.connected.wait(20)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not late.seen("now"):
+                time.sleep(0.05)
+            assert [d["id"] for _, d in late.seen("row")] == [r2.id]
+            assert [d["key"] for _, d in late.seen("card")] == ["solo/card-1"]        # the cards as they are
+        finally:
+            late.close()
     finally:
         stream.close()
         srv.stop()

@@ -278,16 +278,23 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
 
     async def live_events(request: Request) -> Response:
         station = request.path_params["station"]
-        # what the page may have missed between its rendering and this stream: the rows as they are
-        ids, _, last, cards = await run_in_threadpool(srv.call, lambda store: live_state(store, station))
+        # what the page may have missed between its rendering and this stream: the cards as they are,
+        # and the result rows newer than ``after`` (the newest row the page has; absent: none)
+        ids, rs, last, cards = await run_in_threadpool(srv.call, lambda store: live_state(store, station))
+        after = request.query_params.get("after")
+        newer = ids.index(after) if after in ids else len(ids) if after is not None else 0
         q = srv.hub.subscribe(station, ids)
+        missed = [r for r in rs if r.id in ids[:newer]][::-1]
 
         async def stream():
             try:
                 yield ": connected\n\n"
                 for row in cards:
                     yield live.sse(*live.card_event(row))
-                yield live.sse("now", {"text": pages.current_text(last)})
+                now = pages.current_text(last)
+                for r in missed:
+                    yield live.sse("row", {"id": r.id, "html": pages.drawer_tr(r, cls="new"), "now": now})
+                yield live.sse("now", {"text": now})
                 while not getattr(q, "overflowed", False):
                     try:
                         name, data = await asyncio.wait_for(q.get(), timeout=15)

@@ -239,9 +239,14 @@ def everything(store) -> dict[str, list[dict]]:
 
 
 def result_ids(store, station: str, limit: int = ROWS) -> list[str]:
+    """The ids of the station's latest results, the last stored first: by the order they were
+    stored in (``runs.id``; ``shared_at`` has whole seconds), among its latest by ``shared_at``
+    (its index)."""
     rows = store._run("reading a station's records", store._db.execute,
-                      "SELECT record_id FROM record_stations WHERE station = ? AND kind = 'result' "
-                      "ORDER BY shared_at DESC, record_id DESC LIMIT ?", (station, limit))
+                      "SELECT rs.record_id FROM (SELECT record_id FROM record_stations WHERE station = ? "
+                      "AND kind = 'result' ORDER BY shared_at DESC LIMIT ?) rs "
+                      "JOIN runs ON runs.result_id = rs.record_id ORDER BY runs.id DESC LIMIT ?",
+                      (station, 4 * limit, limit))
     return [r[0] for r in rows]
 
 

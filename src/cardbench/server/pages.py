@@ -352,7 +352,9 @@ LIVE_JS = """
 (function () {
   var table = document.querySelector('#live-table tbody');
   if (!table || !window.EventSource) return;
-  var src = new EventSource(location.pathname.replace(/\\/$/, '') + '/events');
+  var newest = table.querySelector('tr[id^="run-"]');
+  var after = newest ? newest.id.slice(4) : '';
+  var src = new EventSource(location.pathname.replace(/\\/$/, '') + '/events?after=' + encodeURIComponent(after));
   src.addEventListener('row', function (ev) {
     var msg = JSON.parse(ev.data);
     if (document.getElementById('run-' + msg.id)) return;
