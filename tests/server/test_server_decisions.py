@@ -332,3 +332,12 @@ def test_progress_numbers_that_are_not_finite_are_dropped_not_stored(env):
     raw = '{"task": "x", "card": {"key": "n2", "identity": {"brand": NaN}}}'
     resp = client.post("/api/v1/live", content=raw, headers={"Authorization": f"Bearer {toks['alpha']}"})
     assert resp.status_code == 400 and "not finite" in resp.json()["error"]
+
+
+def test_notices_name_stations_and_keys_only_each_payload_under_postgresqls_8000_bytes():
+    from cardbench.server import live
+    changes = [(f"station-{i % 7:03d}" + "s" * 90, f"{i:04d}" + "k" * 196) for i in range(500)] + [("st", None)] * 3
+    payloads = live.notices(changes)
+    assert len(payloads) > 1 and all(len(p.encode()) <= 8000 for p in payloads)
+    back = [tuple(pair) for p in payloads for pair in json.loads(p)]
+    assert back == list(dict.fromkeys(changes))          # every change once, in order; no document

@@ -283,10 +283,10 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         ids, rs, last, cards = await run_in_threadpool(srv.call, lambda store: live_state(store, station))
         after = request.query_params.get("after")
         newer = ids.index(after) if after in ids else len(ids) if after is not None else 0
-        q = srv.hub.subscribe(station, ids)
         missed = [r for r in rs if r.id in ids[:newer]][::-1]
 
         async def stream():
+            q = srv.hub.subscribe(station, ids)      # here: a stream never started is never subscribed
             try:
                 yield ": connected\n\n"
                 for row in cards:

@@ -291,7 +291,8 @@ def card_cells(row: dict) -> list[str]:
     done, total = row.get("done"), row.get("total")
     far = (f"{100 * done / total:.0f}%" if done is not None and total else fmt_size(done) if done is not None else "")
     bad = row.get("bad_fraction")
-    return [row.get("label") or row["card_key"], " ".join(x for x in (row.get("kind"), row.get("task")) if x), far,
+    task = " ".join(dict.fromkeys(x for x in (row.get("kind"), row.get("task")) if x))      # not "endurance endurance"
+    return [row.get("label") or row["card_key"] or "the station", task, far,
             str(row["round_no"]) if row.get("round_no") is not None else "",
             fmt_size(row["bytes_written"]) if row.get("bytes_written") is not None else "",
             fmt_rate(row["rate_bytes_per_s"], RATE_UNIT) if row.get("rate_bytes_per_s") is not None else "",
@@ -300,7 +301,10 @@ def card_cells(row: dict) -> list[str]:
 
 
 def card_line(row: dict) -> str:
+    """A live row in one line (the /live index); a station's own progress (no card key) as "Now"."""
     c = card_cells(row)
+    if row["card_key"] == "":
+        return " ".join(p for p in ("Now:", c[1], c[2], c[8]) if p)
     parts = [c[0] + ":", c[1], c[2], f"round {c[3]}" if c[3] else "", c[9], c[8]]
     return " ".join(p for p in parts if p)
 
