@@ -166,6 +166,36 @@ def test_progress_for_a_card_never_announced_is_409_and_a_big_identity_travels_b
     assert n == 1 and size > 40_000
 
 
+def test_a_listener_cut_off_connects_again_and_its_pages_catch_up_on_what_it_missed(pair):
+    """The LISTEN connections of both servers are ended by PostgreSQL (as a restart or a network
+    cut does); an event written while they are away reaches no listener by NOTIFY, and is on the
+    other server's open stream all the same: sent again when its listener connects again."""
+    from cardbench.server.live import LISTENER_NAME
+    a, b, db = pair
+    tok = token_for(db, "cut")
+    os.set_blocking(b.proc.stderr.fileno(), False)
+    _said(b)
+    conn = _conn(a.url)
+    assert post_live(conn, tok, body("cut", 0, 0, announce=True)) == 200
+    stream = EventStream(b.url, "cut")
+    try:
+        assert stream.connected.wait(20)
+        with open_store(db) as s:
+            ended = s._db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+                                  (LISTENER_NAME,))
+        assert len(ended) == 2, ended                   # one listener per server
+        time.sleep(0.2)
+        assert post_live(conn, tok, body("cut", 0, 6, announce=False)) == 200      # while nobody listens
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not [d for _, d in stream.seen("card") if d["done"] == 700_000_000]:
+            time.sleep(0.05)
+        assert [d for _, d in stream.seen("card") if d["done"] == 700_000_000], stream.events[-3:]
+        assert "live updates paused" in _said(b)
+    finally:
+        stream.close()
+        conn.close()
+
+
 @pytest.mark.timing
 @pytest.mark.slow
 def test_120_cards_every_5_s_on_two_servers_are_current_within_2_s(pair):

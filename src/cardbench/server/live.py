@@ -41,6 +41,8 @@ from cardbench.store.core import open_store, parse_target
 from cardbench.units import INT64_MAX
 
 CHANNEL = "cardbench_live"
+#: the application_name of an app server's LISTEN connection
+LISTENER_NAME = "cardbench live listener"
 #: the longest card key (a NOTIFY payload carries it: far below PostgreSQL's 8,000 bytes)
 KEY_MAX = 200
 LABEL_MAX = 200
@@ -379,6 +381,7 @@ class Hub:
         store = open_store(self.db)              # a connection of its own, held for LISTEN
         try:
             conn = store._db.conn                # type: ignore[attr-defined]
+            conn.execute(f"SET application_name = '{LISTENER_NAME}'")      # as pg_stat_activity shows it
             conn.execute(f"LISTEN {CHANNEL}")
             self.listening.set()
             self._catch_up()
