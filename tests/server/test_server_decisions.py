@@ -274,3 +274,70 @@ def test_a_model_spread_keeps_its_quartiles_between_lowest_and_highest():
     from cardbench.server.pages import _spread
     s = _spread([1.2, 1.38])
     assert s["low"] <= s["q1"] <= s["median"] <= s["q3"] <= s["high"]
+
+
+def test_progress_per_card_is_announced_first_kept_as_one_row_and_an_unknown_card_is_409(env):
+    from cardbench.server import live
+    client, db, toks = env
+    alpha, beta = ({"Authorization": f"Bearer {toks[s]}"} for s in ("alpha", "beta"))
+    ident = {"brand": "Lexar", "name": f"Pro {SCRIPT}", "capacity_bytes": 32_000_000_000, "identity": "serial:0xA|32e9"}
+    first = {"task": "endurance", "done": 10, "total": 100, "card": {"key": "sdb"}}
+    resp = client.post("/api/v1/live", json=first, headers=alpha)
+    assert resp.status_code == 409 and set(resp.json()) == {"error"}, resp.text
+    assert "never announced" in resp.json()["error"] and "\n" not in resp.json()["error"]
+    announce = {**first, "card": {"key": "sdb", "identity": ident}, "kind": "endurance", "round": 3,
+                "bytes_written": 96_000_000_000, "rate_bytes_per_s": 2e7, "bad_fraction": 0.001, "eta_s": 5400}
+    assert client.post("/api/v1/live", json=announce, headers=alpha).status_code == 200
+    for done in (20, 50):
+        assert client.post("/api/v1/live", json={**first, "done": done}, headers=alpha).status_code == 200
+    assert client.post("/api/v1/live", json=first, headers=beta).status_code == 409     # alpha's card, not beta's
+    page = client.get("/live/alpha").text
+    assert 'data-key="sdb" data-done="50"' in page and "Lexar Pro &lt;script&gt;" in page and SCRIPT not in page
+    assert "96.0 GB" in page and "running" in page
+    index = client.get("/live").text
+    assert 'data-station="alpha"' in index and "endurance 50%" in index and SCRIPT not in index
+    ended = {**first, "done": 100, "ended": "rounds"}
+    assert client.post("/api/v1/live", json=ended, headers=alpha).status_code == 200
+    assert "finished: rounds" in client.get("/live/alpha").text
+    with open_store(db) as s:       # one row per card, its latest event; nothing else is stored of it
+        rows = s._db.execute("SELECT done, round_no, identity FROM live_cards WHERE station = 'alpha' "
+                             "AND card_key = 'sdb'")
+        assert len(rows) == 1 and rows[0][0] == 100 and rows[0][1] == 3 and json.loads(rows[0][2]) == ident
+        s._db.execute("UPDATE live_cards SET at_epoch = at_epoch - ? WHERE card_key = 'sdb'", (live.KEEP_S + 1,))
+    assert 'data-key="sdb"' not in client.get("/live/alpha").text       # idle past KEEP_S: off the page
+    with open_store(db) as s:
+        assert live.sweep(s) >= 1 and not s._db.execute("SELECT 1 FROM live_cards WHERE card_key = 'sdb'")
+    assert client.post("/api/v1/live", json=first, headers=alpha).status_code == 409     # announce again
+
+
+@pytest.mark.parametrize("card, said", [({"key": "k" * 201}, "card.key is 1 to 200"), ({"key": ""}, "card.key"),
+                                        ({"key": "a\nb"}, "card.key"), ("sdb", '"card" is'),
+                                        ({"key": "x", "identity": "text"}, "card.identity is")])
+def test_a_bad_card_in_a_progress_event_is_400_in_one_line(env, card, said):
+    client, db, toks = env
+    resp = client.post("/api/v1/live", json={"task": "t", "card": card},
+                       headers={"Authorization": f"Bearer {toks['alpha']}"})
+    assert resp.status_code == 400 and said in resp.json()["error"] and "\n" not in resp.json()["error"]
+
+
+def test_progress_numbers_that_are_not_finite_are_dropped_not_stored(env):
+    client, db, toks = env
+    raw = ('{"task": "nan", "done": NaN, "total": Infinity, "card": {"key": "nan", "identity": {"brand": "X"}}, '
+           '"rate_bytes_per_s": -1, "round": 1e400}')
+    resp = client.post("/api/v1/live", content=raw, headers={"Authorization": f"Bearer {toks['alpha']}"})
+    assert resp.status_code == 200
+    with open_store(db) as s:
+        assert s._db.execute("SELECT done, total, rate_bytes_per_s, round_no FROM live_cards "
+                             "WHERE card_key = 'nan'") == [(None, None, None, None)]
+    raw = '{"task": "x", "card": {"key": "n2", "identity": {"brand": NaN}}}'
+    resp = client.post("/api/v1/live", content=raw, headers={"Authorization": f"Bearer {toks['alpha']}"})
+    assert resp.status_code == 400 and "not finite" in resp.json()["error"]
+
+
+def test_notices_name_stations_and_keys_only_each_payload_under_postgresqls_8000_bytes():
+    from cardbench.server import live
+    changes = [(f"station-{i % 7:03d}" + "s" * 90, f"{i:04d}" + "k" * 196) for i in range(500)] + [("st", None)] * 3
+    payloads = live.notices(changes)
+    assert len(payloads) > 1 and all(len(p.encode()) <= 8000 for p in payloads)
+    back = [tuple(pair) for p in payloads for pair in json.loads(p)]
+    assert back == list(dict.fromkeys(changes))          # every change once, in order; no document

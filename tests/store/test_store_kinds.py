@@ -321,7 +321,7 @@ def test_a_store_of_schema_4_keeps_its_probes_links_and_takes_a_new_kind(tmp_pat
         with pytest.raises(st.backend.error_types):     # the CHECK of schema 4: only probes and sessions link cards
             st.backend.execute("INSERT INTO record_cards (kind, record_id, position) VALUES ('scratch', 'x', 0)")
     with open_store(db) as st:
-        assert st.schema_version == 5
+        assert st.schema_version == len(MIGRATIONS) >= 5
         assert st.records("probe", card="lexar") == [probe] and st.records("probe", card="sandisk") == []
         d = doc()
         st.save_record(d)

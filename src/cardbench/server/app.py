@@ -12,6 +12,9 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 ``GET  /api/v1/records/{kind}/{id}``               one record of that kind
 ``POST /api/v1/records``                           store records (any document ``cardbench import``
                                                    reads); ``Authorization: Bearer <station token>``
+``POST /api/v1/live``                              a station's progress, per card (cardbench.server.live):
+                                                   one row kept per (station, card key); 409 a card key
+                                                   the station never announced
 
 Answers to bad requests are one line, ``{"error": "..."}``: 400 a document that cannot be read
 (truncated, a newer schema, the wrong shape), 401 a token missing, wrong or revoked, 403 a record
@@ -24,6 +27,7 @@ all of a request or nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -38,10 +42,9 @@ from starlette.routing import Route
 from cardbench import kinds
 from cardbench.errors import CardbenchError, StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
-from cardbench.server import pages, tokens
+from cardbench.server import live, pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
-from cardbench.units import INT64_MAX
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
@@ -58,30 +61,13 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-class Live:
-    """What each station shared last, and the event streams of the live pages (one process)."""
-
-    def __init__(self) -> None:
-        self.queues: dict[str, set[asyncio.Queue]] = {}
-        self.current: dict[str, dict] = {}
-        self.progress: dict[str, dict] = {}
-
-    def publish(self, station: str, event: dict) -> None:
-        if event.get("kind") == "progress":
-            self.progress[station] = event
-        else:
-            self.current[station] = event
-        for q in list(self.queues.get(station, ())):
-            q.put_nowait(event)
-
-
 class Server:
     def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY):
         self.db, self.read_token, self.max_body = db, read_token, max_body
         self.local = threading.local()
-        self.live = Live()
         with open_store(db):      # create / migrate once, and fail now on a bad --db
             pass
+        self.hub = live.Hub(db, self.call)
 
     # -- the store, one connection per worker thread ---------------------------------------------
     def store(self):
@@ -201,6 +187,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
                 resp = error(e.status, e.message)
             except tokens.Forbidden as e:
                 resp = error(403, str(e))
+            except live.Unannounced as e:
+                resp = error(409, str(e))
             except StoreError as e:
                 resp = error(503, f"the store failed, nothing was stored: {e.message}")
             except UsageError as e:
@@ -276,50 +264,46 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         rows = await run_in_threadpool(srv.call, lambda store: store.readers())
         return HTMLResponse(pages.readers_page(rows))
 
-    def station_results(store, station: str, limit: int = PAGE_SIZE):
-        rows = store._run("reading a station's records", store._db.execute,
-                          "SELECT record_id FROM record_stations WHERE station = ? AND kind = 'result' "
-                          "ORDER BY shared_at DESC, record_id LIMIT ?", (station, limit))
-        out = []
-        for (rid,) in rows:
-            try:
-                out.append(store.get(rid))
-            except UsageError:      # claimed, then its transaction failed: not stored
-                pass
-        return out
-
     async def live_index(request: Request) -> Response:
-        rows = await run_in_threadpool(srv.call, lambda store: store._run(
-            "reading stations", store._db.execute, "SELECT DISTINCT station FROM record_stations ORDER BY station"))
-        return HTMLResponse(pages.live_index([r[0] for r in rows]))
+        return HTMLResponse(pages.live_index(await run_in_threadpool(srv.call, live.everything)))
 
-    async def live(request: Request) -> Response:
+    def live_state(store, station: str):
+        ids = live.result_ids(store, station, PAGE_SIZE)
+        return (ids, live.results_of(store, ids), live.station_of(store, station), live.cards_of(store, station))
+
+    async def live_page(request: Request) -> Response:
         station = request.path_params["station"]
-        rs = await run_in_threadpool(srv.call, station_results, station)
-        return HTMLResponse(pages.live_page(station, rs, srv.live.current.get(station),
-                                            srv.live.progress.get(station)))
+        _, rs, last, cards = await run_in_threadpool(srv.call, live_state, station)
+        return HTMLResponse(pages.live_page(station, rs, last, cards))
 
     async def live_events(request: Request) -> Response:
         station = request.path_params["station"]
-        q: asyncio.Queue = asyncio.Queue()
-        srv.live.queues.setdefault(station, set()).add(q)
+        # what the page may have missed between its rendering and this stream: the cards as they are,
+        # and the result rows newer than ``after`` (the newest row the page has; absent: none)
+        ids, rs, last, cards = await run_in_threadpool(srv.call, lambda store: live_state(store, station))
+        after = request.query_params.get("after")
+        newer = ids.index(after) if after in ids else len(ids) if after is not None else 0
+        missed = [r for r in rs if r.id in ids[:newer]][::-1]
 
         async def stream():
+            q = srv.hub.subscribe(station, ids)      # here: a stream never started is never subscribed
             try:
                 yield ": connected\n\n"
-                while True:
+                for row in cards:
+                    yield live.sse(*live.card_event(row))
+                now = pages.current_text(last)
+                for r in missed:
+                    yield live.sse("row", {"id": r.id, "html": pages.drawer_tr(r, cls="new"), "now": now})
+                yield live.sse("now", {"text": now})
+                while not getattr(q, "overflowed", False):
                     try:
-                        ev = await asyncio.wait_for(q.get(), timeout=15)
+                        name, data = await asyncio.wait_for(q.get(), timeout=15)
                     except asyncio.TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
-                    if ev.get("kind") == "progress":
-                        yield f"event: progress\ndata: {json.dumps({'text': pages.progress_text(ev)})}\n\n"
-                        continue
-                    for row in ev.get("rows", []):
-                        yield f"event: row\ndata: {json.dumps({**row, 'now': pages.current_text(ev)})}\n\n"
+                    yield live.sse(name, data)
             finally:
-                srv.live.queues.get(station, set()).discard(q)
+                srv.hub.unsubscribe(station, q)
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -365,7 +349,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             raise HTTPError(401, "this token is not known here or was revoked")
         raw = await srv.body(request)
         out, contents = await run_in_threadpool(srv.store_records, station, raw)
-        _publish(station, contents)
+        srv.hub.changed(station, None)
         return JSONResponse(out, status_code=200)
 
     async def api_live(request: Request) -> Response:
@@ -373,28 +357,10 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         station = await run_in_threadpool(srv.call, tokens.station_of, token) if token else None
         if station is None:
             raise HTTPError(401, "telling a live page what a station does takes its token")
-        raw = await read_body(request, 64 * 1024)
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise HTTPError(400, "the body is not JSON") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("task"), str):
-            raise HTTPError(400, "give {\"task\": text, \"done\": bytes, \"total\": bytes or null}")
-        num = lambda v: v if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= INT64_MAX else None  # noqa: E731
-        ev = {"kind": "progress", "task": doc["task"][:300], "done": num(doc.get("done")), "total": num(doc.get("total")),
-              "at": time.strftime("%H:%M:%S")}
-        srv.live.publish(station, ev)
+        ev = live.read_event(await read_body(request, live.BODY_MAX))        # UsageError: 400
+        await run_in_threadpool(srv.call, live.write_progress, station, ev)   # Unannounced: 409
+        srv.hub.changed(station, ev["card_key"])
         return JSONResponse({"ok": True})
-
-    def _publish(station: str, contents) -> None:
-        if not srv.live.queues.get(station) and not contents.results:
-            return
-        watched = bool(srv.live.queues.get(station))
-        rows = [{"id": r.id, "html": pages.drawer_tr(r, cls="new")} for r in contents.results] if watched else []
-        last = contents.results[-1] if contents.results else None
-        ev = {"rows": rows, "card": pages.rh.card_label(last) if last else None,
-              "what": "result" if last else "document", "at": last.started_at if last else None}
-        srv.live.publish(station, ev)
 
     async def not_found(request: Request, exc) -> Response:
         return error(404, "no such page")
@@ -407,7 +373,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/readers", guarded(readers)),
         Route("/live", guarded(live_index)),
         Route("/live/{station}/events", guarded(live_events)),
-        Route("/live/{station}", guarded(live)),
+        Route("/live/{station}", guarded(live_page)),
         Route("/static/live.js", live_js),
         Route("/api/v1/results", guarded(api_results)),
         Route("/api/v1/export", guarded(api_results)),
@@ -421,7 +387,15 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def server_error(request: Request, exc: Exception) -> Response:
         return error(500, f"internal error: {type(exc).__name__}")
 
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: lambda r, e: error(
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        srv.hub.start(asyncio.get_running_loop())       # the live pages' fan-out (LISTEN on PostgreSQL)
+        try:
+            yield
+        finally:
+            srv.hub.stop()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: lambda r, e: error(
         405, "method not allowed"), 500: server_error})
     app.state.server = srv
     return app

@@ -9,6 +9,7 @@ pages and links them. Every text a person typed (card, brand, reader, station) g
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -19,7 +20,7 @@ from cardbench.report.drawer import cells, drawer_row, headers, legend
 from cardbench.report.readers import reader_title
 from cardbench.report.svg import bar_chart
 from cardbench.result import Card, Result
-from cardbench.units import rate_in
+from cardbench.units import fmt_rate, fmt_size, rate_in
 
 _e = rh._e
 RATE_UNIT = "MB/s"
@@ -29,7 +30,7 @@ nav { font-size: 13px; margin-bottom: 12px; } nav a { margin-right: 14px; }
 form.filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #555; }
 .scroll { overflow-x: auto; } .pager a { margin-right: 12px; }
-tr.new td { background: #eef8ee; }
+tr.new td { background: #eef8ee; } tr.ended td { color: #666; }
 @media (max-width: 640px) { body { margin: 8px auto; } th, td { padding: 3px 4px; font-size: 12px; }
   .wide { display: none; } table { display: block; overflow-x: auto; max-width: 100%; } }
 """
@@ -259,17 +260,74 @@ def readers_page(readers: list[dict]) -> str:
                            f"<tbody>{rows}</tbody></table>")
 
 
-def live_index(stations: list[str]) -> str:
-    items = "".join(f'<li><a href="/live/{_e(quote(s, safe=""))}">{_e(s)}</a></li>' for s in stations)
-    return page("Live stations", f"<ul>{items}</ul>" if items else "<p>No station has shared yet.</p>")
+def live_index(stations: dict[str, list[dict]]) -> str:
+    """Every station and every card it sends progress for (the store's live rows)."""
+    items = []
+    for st, rows in stations.items():
+        cards = "".join(f'<li data-key="{_e(r["card_key"])}">{_e(card_line(r))}</li>' for r in rows)
+        items.append(f'<li class="station" data-station="{_e(st)}"><a href="/live/{_e(quote(st, safe=""))}">'
+                     f'{_e(st)}</a>' + (f"<ul>{cards}</ul>" if cards else "") + "</li>")
+    head = '<meta http-equiv="refresh" content="10">'
+    body = (f'<ul id="live-stations">{"".join(items)}</ul>' if items else "<p>No station has shared yet.</p>")
+    return page("Live stations", body + "<p class=meta>This page reloads itself every 10 s.</p>", head_extra=head)
 
 
-def live_page(station: str, results: list[Result], current: dict | None, progress: dict | None = None) -> str:
+CARD_HEADS = ("Card", "Task", "Done", "Round", "Written", "Rate", "Bad", "Ends in", "Updated", "State")
+
+
+def _clock(epoch: float | None) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch)) if epoch else ""
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return ""
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d} h" if s >= 3600 else f"{s // 60}:{s % 60:02d} min"
+
+
+def card_cells(row: dict) -> list[str]:
+    """A card's live row as texts (the page and its script set them as text, never markup)."""
+    done, total = row.get("done"), row.get("total")
+    far = (f"{100 * done / total:.0f}%" if done is not None and total else fmt_size(done) if done is not None else "")
+    bad = row.get("bad_fraction")
+    task = " ".join(dict.fromkeys(x for x in (row.get("kind"), row.get("task")) if x))      # not "endurance endurance"
+    return [row.get("label") or row["card_key"] or "the station", task, far,
+            str(row["round_no"]) if row.get("round_no") is not None else "",
+            fmt_size(row["bytes_written"]) if row.get("bytes_written") is not None else "",
+            fmt_rate(row["rate_bytes_per_s"], RATE_UNIT) if row.get("rate_bytes_per_s") is not None else "",
+            f"{100 * bad:.3g}%" if bad is not None else "", _duration(row.get("eta_s")), _clock(row.get("at_epoch")),
+            f"finished: {row['ended']}" if row.get("ended") else "running"]
+
+
+def card_line(row: dict) -> str:
+    """A live row in one line (the /live index); a station's own progress (no card key) as "Now"."""
+    c = card_cells(row)
+    if row["card_key"] == "":
+        return " ".join(p for p in ("Now:", c[1], c[2], c[8]) if p)
+    parts = [c[0] + ":", c[1], c[2], f"round {c[3]}" if c[3] else "", c[9], c[8]]
+    return " ".join(p for p in parts if p)
+
+
+def cards_table(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["card_key"] != ""]
+    trs = "".join(f'<tr data-key="{_e(r["card_key"])}" data-done="{_e(str(r["done"]) if r.get("done") is not None else "")}"'
+                  f'{" class=ended" if r.get("ended") else ""}>'
+                  + "".join(f"<td>{_e(c)}</td>" for c in card_cells(r)) + "</tr>" for r in rows)
+    return ('<div class="scroll"><table id="live-cards"><thead><tr>'
+            + "".join(f"<th>{_e(h)}</th>" for h in CARD_HEADS) + f"</tr></thead><tbody>{trs}</tbody></table></div>")
+
+
+def live_page(station: str, results: list[Result], current: dict | None, cards: list[dict] | None = None) -> str:
+    """A station's live page: its own progress, its cards' progress, what it shared last, its rows."""
+    cards = cards or []
+    own = next((r for r in cards if r["card_key"] == ""), None)
     now = _current(current)
     body = (f'<p class=meta>Station <b>{_e(station)}</b>. New rows appear as the station shares them '
             '(server-sent events); without JavaScript, this page reloads itself every 10 s.</p>'
-            f'<p id="progress"><b>{_e(progress_text(progress))}</b></p><p id="now">{now}</p>'
-            + drawer_table(results, None, table_id="live-table"))
+            f'<p id="progress"><b>{_e(progress_text(own))}</b></p>'
+            + "<h2>Cards</h2>" + cards_table(cards)
+            + f'<p id="now">{now}</p>' + drawer_table(results, None, table_id="live-table"))
     head = '<noscript><meta http-equiv="refresh" content="10"></noscript>'
     return page(f"Live: {station}", body, head_extra=head, scripts=("/static/live.js",))
 
@@ -287,7 +345,7 @@ def progress_text(ev: dict | None) -> str:
         return "No test running that this server was told of."
     done, total = ev.get("done"), ev.get("total")
     far = f" {100 * done / total:.0f}%" if done is not None and total else ""
-    return f"Now ({ev.get('at') or ''}): {ev.get('task') or ''}{far}"
+    return f"Now ({_clock(ev.get('at_epoch'))}): {ev.get('task') or ''}{far}"
 
 
 def _current(current: dict | None) -> str:
@@ -298,7 +356,9 @@ LIVE_JS = """
 (function () {
   var table = document.querySelector('#live-table tbody');
   if (!table || !window.EventSource) return;
-  var src = new EventSource(location.pathname.replace(/\\/$/, '') + '/events');
+  var newest = table.querySelector('tr[id^="run-"]');
+  var after = newest ? newest.id.slice(4) : '';
+  var src = new EventSource(location.pathname.replace(/\\/$/, '') + '/events?after=' + encodeURIComponent(after));
   src.addEventListener('row', function (ev) {
     var msg = JSON.parse(ev.data);
     if (document.getElementById('run-' + msg.id)) return;
@@ -309,6 +369,28 @@ LIVE_JS = """
   src.addEventListener('progress', function (ev) {
     var el = document.getElementById('progress');
     if (el) el.textContent = JSON.parse(ev.data).text;
+  });
+  src.addEventListener('now', function (ev) {
+    var el = document.getElementById('now');
+    if (el) el.textContent = JSON.parse(ev.data).text;
+  });
+  src.addEventListener('card', function (ev) {
+    var msg = JSON.parse(ev.data);
+    var body = document.querySelector('#live-cards tbody');
+    if (!body) return;
+    var tr = null;
+    for (var i = 0; i < body.rows.length; i++) {
+      if (body.rows[i].getAttribute('data-key') === msg.key) { tr = body.rows[i]; break; }
+    }
+    if (!tr) {
+      tr = document.createElement('tr');
+      tr.setAttribute('data-key', msg.key);
+      body.appendChild(tr);
+    }
+    tr.className = msg.ended ? 'ended' : '';
+    while (tr.cells.length < msg.cells.length) tr.insertCell(-1);
+    for (var j = 0; j < msg.cells.length; j++) tr.cells[j].textContent = msg.cells[j];
+    tr.setAttribute('data-done', msg.done === null ? '' : String(msg.done));
   });
 })();
 """

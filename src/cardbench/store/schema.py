@@ -254,13 +254,40 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX record_cards_card ON record_cards (card_id)",
         "CREATE INDEX record_cards_reader ON record_cards (reader_id)",
     )),
+    Migration(6, "live state: the latest progress per station and card; a station's latest records", (
+        # one row per (station, card key), replaced by each progress event (cardbench.server.live);
+        # card_key '' is a station's progress without a card key
+        """CREATE TABLE live_cards (
+            id               {pk},
+            station          TEXT NOT NULL,
+            card_key         TEXT NOT NULL,
+            label            TEXT,
+            identity         TEXT,
+            kind             TEXT,
+            task             TEXT,
+            done             {int},
+            total            {int},
+            round_no         {int},
+            bytes_written    {int},
+            rate_bytes_per_s {float},
+            bad_fraction     {float},
+            eta_s            {float},
+            ended            TEXT,
+            announced_at     TEXT NOT NULL,
+            at_epoch         {float} NOT NULL,
+            UNIQUE (station, card_key)
+        )""",
+        "CREATE INDEX live_cards_at ON live_cards (at_epoch)",
+        # a live page's rows and "what the station shared last": its latest records, newest first
+        "CREATE INDEX record_stations_shared ON record_stations (station, shared_at)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1].version
 
 #: Tables a cardbench database has; a database holding one of them without our schema_version is not ours.
 TABLES = ("schema_version", "hosts", "cards", "readers", "runs", "tests", "samples", "verify_results", "claims",
-          "probes", "sessions", "record_cards", "station_tokens", "record_stations", "records")
+          "probes", "sessions", "record_cards", "station_tokens", "record_stations", "records", "live_cards")
 
 
 def check_migrations(migrations: tuple[Migration, ...] | list[Migration]) -> None:
