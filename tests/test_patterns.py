@@ -8,7 +8,8 @@ def test_pattern_is_reproducible_and_incompressible():
     b = Pattern(42).block(1 << 20, 1 << 20)
     assert a == b
     assert Pattern(43).block(1 << 20, 1 << 20) != a
-    assert len(zlib.compress(bytes(a), 6)) > 0.97 * len(a)  # only the 16-byte sector headers compress
+    # only the 24-byte sector headers compress (tag, position, sequence number: 4.7% of a sector)
+    assert len(zlib.compress(bytes(a), 6)) > 0.95 * len(a)
 
 
 def test_judge_classifies_sectors():
