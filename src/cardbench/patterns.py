@@ -306,19 +306,26 @@ class FreshWrites:
             np.frombuffer(b, dtype=np.uint64, count=length // 8).reshape(-1, SECTOR // 8) for b in bufs]
 
     def fill(self, i: int, pos: int) -> None:
-        words = self._words
-        assert words is not None, "FreshWrites used after close"
+        # (no local name holds a view of the buffers: a Ctrl-C in here keeps this frame alive in
+        # its traceback, and a view alive there would make closing the buffers a BufferError)
         seq = self.seq
         self.seq = seq + 1
-        n = self._n
-        if n > _SPAN:
-            self.pattern._fill_rows(words[i].view(np.uint8), pos, seq)
-            return
-        j = ((pos >> 9) + seq * SEQ_STEP) % ROWS
         add = self._add
-        add[1] = (pos - (j << 9)) & _MASK64
         add[2] = seq & _MASK64
-        np.add(self._tmpl[j:j + n], add, out=words[i])
+        n = self._n
+        if n <= _SPAN:
+            j = ((pos >> 9) + seq * SEQ_STEP) % ROWS
+            add[1] = (pos - (j << 9)) & _MASK64
+            np.add(self._tmpl[j:j + n], add, out=self._words[i])    # type: ignore[index]
+            return
+        done = 0
+        while done < n:
+            k = min(_SPAN, n - done)
+            at = pos + done * SECTOR
+            j = ((at >> 9) + seq * SEQ_STEP) % ROWS
+            add[1] = (at - (j << 9)) & _MASK64
+            np.add(self._tmpl[j:j + k], add, out=self._words[i][done:done + k])    # type: ignore[index]
+            done += k
 
     def close(self) -> None:
         self._words = None

@@ -16,7 +16,7 @@ import pytest
 
 from cardbench.engine.jobs import DATA, Job, _offsets, run_job
 from cardbench.engine.queued import io_uring_available
-from cardbench.patterns import SECTOR, Pattern
+from cardbench.patterns import SECTOR, FreshWrites, Pattern
 from cardbench.workloads.random import TestArea, measure_pattern
 from engine_helpers import needs_root
 from realparts import loop_device
@@ -152,3 +152,32 @@ def test_a_pattern_tests_method_says_what_its_data_is(device):
     assert res.method["data"].startswith("unique per write")
     read = measure_pattern(area, "rand_read_4k_q8t1", "queued", runs=1, warmup=0, duration=0.2)
     assert "data" not in read.method
+
+
+class _InterruptAt:
+    """A template that raises KeyboardInterrupt (Ctrl-C) on its n-th use, inside FreshWrites.fill."""
+
+    def __init__(self, real, n: int) -> None:
+        self.real, self.left = real, n
+
+    def __getitem__(self, key):
+        self.left -= 1
+        if self.left == 0:
+            raise KeyboardInterrupt
+        return self.real[key]
+
+
+@needs_root
+@pytest.mark.parametrize(("engine", "backend", "depth"), WAYS, ids=IDS)
+def test_ctrl_c_inside_the_data_maker_is_an_interruption(device, engine, backend, depth, monkeypatch):
+    # the buffers' memory views are alive in the interrupted frame: closing them must not turn
+    # the Ctrl-C into a BufferError ("cannot close exported pointers exist")
+    _skip_without_ring(backend)
+    real_init = FreshWrites.__init__
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        self._tmpl = _InterruptAt(self._tmpl, 5)
+    monkeypatch.setattr(FreshWrites, "__init__", init)
+    with pytest.raises(KeyboardInterrupt):
+        run_job(engine, job(device, backend, depth, area=DEV_SIZE, sequential=False, size=DEV_SIZE, seed=7))

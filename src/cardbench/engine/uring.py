@@ -220,6 +220,9 @@ class _UringImpl:
             if not 0 < length <= ent[3]:
                 raise ValueError(f"operation length {length} does not fit its {ent[3]}-byte buffer")
             _SQE.pack_into(sqes, s << 6, opcode, 0, 0, fd, 0, ent[2], length, 0, s, 0, 0, 0, 0, 0)
+            # a Ctrl-C below keeps this frame in its traceback: no local may hold a buffer's
+            # view then (closing the buffers would be a BufferError instead of the interruption)
+            del ent
         for s in range(nb):
             self.slots_free.remove(s)
         cqes = memoryview(ring.cq_map)[ring.cqes_off:ring.cqes_off + ring.cq_entries * _CQE.size]
