@@ -181,6 +181,23 @@ class _InterruptAt:
         return iter(self.real)
 
 
+class _InterruptingView:
+    """A buffer's memory view that raises KeyboardInterrupt on the n-th store into it (counted
+    over all of them: ``left`` is shared), in the middle of FreshWrites' small-write path."""
+
+    def __init__(self, real: memoryview, left: list[int]) -> None:
+        self.real, self.left = real, left
+
+    def __setitem__(self, key, value) -> None:
+        self.left[0] -= 1
+        if self.left[0] == 0:
+            raise KeyboardInterrupt
+        self.real[key] = value
+
+    def release(self) -> None:
+        self.real.release()
+
+
 @needs_root
 @pytest.mark.parametrize("block", [BS, 256 * KiB], ids=["4KiB", "256KiB"])
 @pytest.mark.parametrize(("engine", "backend", "depth"), WAYS, ids=IDS)
@@ -194,8 +211,9 @@ def test_ctrl_c_inside_the_data_maker_is_an_interruption(device, engine, backend
         real_init(self, *a, **kw)
         if self._words is not None:
             self._words = _InterruptAt(self._words, 3)
-        else:
-            self._q = _InterruptAt(self._q, 5)
+        else:       # in place: the small-write path holds this very list
+            left = [3 * 16 + 5]
+            self._q[:] = [_InterruptingView(v, left) for v in self._q]
     monkeypatch.setattr(FreshWrites, "__init__", init)
     with pytest.raises(KeyboardInterrupt):
         run_job(engine, Job(path=device, op="write", block_size=block, queue_depth=depth, backend=backend,
