@@ -100,10 +100,10 @@ def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_off
     Each buffer carries one operation at a time; when it completes, the buffer goes out again
     at ``next_offset()``. ``fill(i, offset)`` (writes), called just before buffer ``i`` goes out
     at ``offset``, makes the data of that write (:class:`cardbench.patterns.FreshWrites`: data
-    unique to each write); without it every write carries what its buffer holds. Stops issuing once ``max_ops`` were issued, ``duration`` seconds have
-    passed, or a transfer comes back short; waits for those in flight and returns. Each
-    operation's latency (seconds, from when it was queued to when its completion was seen,
-    fio's "lat") is appended to ``latencies``. An I/O error is raised (a one-line cardbench
+    unique to each write); without it every write carries what its buffer holds. Stops issuing
+    once ``max_ops`` were issued, ``duration`` seconds have passed, or a transfer comes back
+    short; waits for those in flight and returns. Each operation's latency (seconds, from when
+    it was queued to when its completion was seen, fio's "lat") is appended to ``latencies``. An I/O error is raised (a one-line cardbench
     error) after the operations in flight have finished; nothing is left in flight.
     """
     if kind not in ("read", "write"):

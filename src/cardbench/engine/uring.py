@@ -202,9 +202,8 @@ class _UringImpl:
         Each slot's SQE is written once (operation, file, buffer, length, slot number); an
         operation going out again only gets a new offset and a ring entry (and, for a write
         with ``fill``, its data: ``fill(slot, offset)`` just before it is queued, the time it
-        was queued taken after that). One
-        ``io_uring_enter`` per pass hands over every operation queued since the last one and
-        waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
+        was queued taken after that). One ``io_uring_enter`` per pass hands over every
+        operation queued since the last one and waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
         read straight from the CQ ring. No IoOp or Completion objects."""
         if self.pending():
             raise UsageError("closed_loop needs an engine with nothing in flight")
