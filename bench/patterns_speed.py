@@ -8,6 +8,10 @@ per core for each (a card or reader is at most a few hundred MB/s). Measured on 
   regenerated from its position whatever request wrote it; used by every test that writes and
   by verify),
 
+* ``FreshWrites.fill`` (the data of each write of a pattern test's closed loop, made just before
+  it goes out: one per write, into a queue of 32 aligned buffers): microseconds per write for
+  4 KiB (what costs there is the call, not the bytes) and GB/s for 1 MiB,
+
 over a simulated device: the requests (1 MiB and 4 MiB, the sizes the tools use) walk positions
 spread over the whole device, so a 1 TiB "device" costs no more memory than a 1 GiB one. Also the
 worst case of judging: every sector overwritten (a wraparound card read back in full mode), where
@@ -32,7 +36,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from cardbench.patterns import Pattern  # noqa: E402
+from cardbench.engine.buffers import AlignedBuffers  # noqa: E402
+from cardbench.patterns import FreshWrites, Pattern  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -87,6 +92,24 @@ def measure(device: int, chunk: int, data_bytes: int) -> dict:
     return out
 
 
+def fresh_writes(size: int, writes: int) -> float:
+    """Seconds per ``FreshWrites.fill`` of ``size`` bytes (best of three passes of ``writes``)."""
+    bufs = AlignedBuffers(32, size)
+    fresh = FreshWrites(Pattern(TAG), bufs, size)
+    try:
+        fill = fresh.fill
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for i in range(writes):
+                fill(i & 31, (i * 7919 % 65536) * size)
+            best = min(best, (time.perf_counter() - t0) / writes)
+        return best
+    finally:
+        fresh.close()
+        bufs.close()
+
+
 def main() -> None:
     data = int(float(sys.argv[1]) * GiB) if len(sys.argv) > 1 else 2 * GiB
     print(f"one core; {data / GiB:g} GiB of data per figure; GB = 10^9 bytes")
@@ -106,6 +129,11 @@ def main() -> None:
             name = f"{device // GiB} GiB" if device < (1 << 40) else "1 TiB"
             print(f"{name:>8} {chunk // MiB:>6} Mi " + " ".join(f"{v / 1e9:>17.2f} GB/s" for v in r.values()) +
                   f" {peak / MiB:>13.1f} MiB {rss / MiB:>5.0f} MiB")
+    small = fresh_writes(4096, 100_000)
+    big = fresh_writes(MiB, 2000)
+    worst["FreshWrites.fill, 1 MiB writes"] = MiB / big
+    print(f"\nFreshWrites.fill (per write, into 32 buffers): 4 KiB {small * 1e6:.2f} us "
+          f"({4096 / small / 1e9:.2f} GB/s), 1 MiB {big * 1e6:.0f} us ({MiB / big / 1e9:.2f} GB/s)")
     print()
     print("slowest figure of each (goal >= 1 GB/s per core):")
     for k, v in worst.items():

@@ -10,6 +10,7 @@ import pytest
 
 from cardbench.engine import engine_info, engine_names, get_engine
 from cardbench.engine.fio import fio_command, parse_fio_json, run_fio
+from cardbench.engine.jobs import Job, run_job
 from cardbench.errors import DeviceFault, UsageError
 from engine_helpers import data_file, needs_fio, odirect_dir
 
@@ -85,3 +86,27 @@ def test_fio_is_registered_as_a_job_runner():
         get_engine("fio", 8)
     with pytest.raises(UsageError, match="choose sync, queued, fio"):
         get_engine("nope")
+
+
+def _distinct_blocks(path: str, block: int) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        data = f.read()
+    blocks = {data[i:i + block] for i in range(0, len(data), block)}
+    return len(blocks), len(data) // block
+
+
+def test_a_write_job_through_fio_writes_fresh_data_each_time(ddir):
+    """A workload's write job run by fio asks it for --refill_buffers: every 4 KiB block of the
+    file differs, though the sequential job wrapped the area four times; fio reusing its buffer
+    (--scramble_buffers=0, shown beside it in bench/engine_vs_fio.py) writes a few blocks only."""
+    path, _ = data_file(ddir, 1 * MiB)
+    run = run_job("fio", Job(path=path, op="write", block_size=4096, area=1 * MiB, time_based=True, duration=0.2))
+    assert run.bytes >= 2 * MiB and run.extra["data"].startswith("unique per write")
+    assert "--refill_buffers" in run.extra["fio_command"]
+    distinct, total = _distinct_blocks(path, 4096)
+    assert distinct == total
+    run_fio(path, "write", 4096, size=1 * MiB, buffers="reuse")
+    distinct, total = _distinct_blocks(path, 4096)
+    assert distinct < total // 4
+    with pytest.raises(UsageError):
+        fio_command(path, "write", 4096, size=1 * MiB, buffers="fresh")

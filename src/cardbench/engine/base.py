@@ -17,6 +17,10 @@ from cardbench.engine.registry import Capabilities
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
+#: ``fill(i, offset)``: make buffer ``i`` the data of the write about to go out at ``offset``
+Fill = Callable[[int, int], None]
+
+
 @dataclass
 class IoOp:
     """One operation: read or write ``length`` bytes at ``offset`` from/into ``buf``."""
@@ -86,18 +90,20 @@ class OwnLoopEngine(Engine, Protocol):
     """An engine whose ``caps.own_loop`` is set: it runs :func:`closed_loop` itself."""
 
     def closed_loop(self, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
-                    max_ops: int, duration: float, latencies: array) -> LoopResult: ...
+                    max_ops: int, duration: float, latencies: array, fill: Fill | None = None) -> LoopResult: ...
 
 
 def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
-                max_ops: int, duration: float, latencies: array) -> LoopResult:
+                max_ops: int, duration: float, latencies: array, fill: Fill | None = None) -> LoopResult:
     """Keep ``len(bufs)`` operations of ``length`` bytes in flight on an open ``engine``.
 
     Each buffer carries one operation at a time; when it completes, the buffer goes out again
-    at ``next_offset()``. Stops issuing once ``max_ops`` were issued, ``duration`` seconds have
-    passed, or a transfer comes back short; waits for those in flight and returns. Each
-    operation's latency (seconds, from when it was queued to when its completion was seen,
-    fio's "lat") is appended to ``latencies``. An I/O error is raised (a one-line cardbench
+    at ``next_offset()``. ``fill(i, offset)`` (writes), called just before buffer ``i`` goes out
+    at ``offset``, makes the data of that write (:class:`cardbench.patterns.FreshWrites`: data
+    unique to each write); without it every write carries what its buffer holds. Stops issuing
+    once ``max_ops`` were issued, ``duration`` seconds have passed, or a transfer comes back
+    short; waits for those in flight and returns. Each operation's latency (seconds, from when
+    it was queued to when its completion was seen, fio's "lat") is appended to ``latencies``. An I/O error is raised (a one-line cardbench
     error) after the operations in flight have finished; nothing is left in flight.
     """
     if kind not in ("read", "write"):
@@ -106,20 +112,22 @@ def closed_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_off
         raise ValueError("closed_loop needs at least one buffer and one operation")
     if engine.caps.own_loop:
         return cast(OwnLoopEngine, engine).closed_loop(kind, bufs, length, next_offset, max_ops=max_ops,
-                                                       duration=duration, latencies=latencies)
+                                                       duration=duration, latencies=latencies, fill=fill)
     return submit_reap_loop(engine, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
-                            latencies=latencies)
+                            latencies=latencies, fill=fill)
 
 
 def submit_reap_loop(engine: Engine, kind: str, bufs: Sequence, length: int, next_offset: Callable[[], int], *,
-                     max_ops: int, duration: float, latencies: array) -> LoopResult:
+                     max_ops: int, duration: float, latencies: array, fill: Fill | None = None) -> LoopResult:
     """:func:`closed_loop` through ``submit`` and ``reap`` (any engine; one IoOp per buffer)."""
     submit = engine.submit
     reap = engine.reap
     pending = engine.pending
     append = latencies.append
     perf = time.perf_counter
-    ops = [IoOp(kind, 0, b, length) for b in bufs[:max_ops]]
+    ops = [IoOp(kind, 0, b, length, tag=i) for i, b in enumerate(bufs[:max_ops])]
+    if kind != "write":
+        fill = None
     total = n = 0
     stopped = "size"
     t0 = perf()
@@ -127,6 +135,8 @@ def submit_reap_loop(engine: Engine, kind: str, bufs: Sequence, length: int, nex
     try:
         for op in ops:
             op.offset = next_offset()
+            if fill is not None:
+                fill(cast(int, op.tag), op.offset)
             submit(op)
         issued = len(ops)
         stop = issued >= max_ops
@@ -147,6 +157,8 @@ def submit_reap_loop(engine: Engine, kind: str, bufs: Sequence, length: int, nex
                 if not stop:
                     op = c.op
                     op.offset = next_offset()
+                    if fill is not None:
+                        fill(cast(int, op.tag), op.offset)
                     submit(op)
                     issued += 1
                     if issued >= max_ops:
@@ -172,9 +184,12 @@ def _drain(engine: Engine) -> None:
 
 
 def pio_loop(fd: int, path: str, kind: str, buf, length: int, next_offset: Callable[[], int], *, max_ops: int,
-             duration: float, latencies: array) -> LoopResult:
+             duration: float, latencies: array, fill: Fill | None = None) -> LoopResult:
     """:func:`closed_loop` at depth 1 with plain ``preadv``/``pwritev``: the sync engine's loop
-    (and the queued engine's at depth 1). Each operation is timed around its system call."""
+    (and the queued engine's at depth 1). Each operation is timed around its system call
+    (after ``fill(0, offset)`` made a write's data)."""
+    if kind != "write":
+        fill = None
     call = os.preadv if kind == "read" else os.pwritev
     mv = memoryview(buf)[:length]
     iov = [mv]
@@ -187,6 +202,8 @@ def pio_loop(fd: int, path: str, kind: str, buf, length: int, next_offset: Calla
     try:
         while n < max_ops:
             off = next_offset()
+            if fill is not None:
+                fill(0, off)
             t = perf()
             r = call(fd, iov, off)
             t1 = perf()

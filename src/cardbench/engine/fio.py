@@ -21,6 +21,11 @@ What is asked of fio, and why:
   (:class:`cardbench.engine.base.AlignedBuffers`), which can make large requests several
   times faster on some devices. ``mem="shmhuge"`` (needs ``vm.nr_hugepages``) gives fio the
   same, for a like-for-like comparison.
+* ``buffers`` (optional, writes): ``"refill"`` is fio's ``--refill_buffers`` (fresh random data
+  for every write, as cardbench's own engines write: :class:`cardbench.patterns.FreshWrites`),
+  ``"reuse"`` is ``--scramble_buffers=0`` (one buffer's data written over and over, which a card
+  that compresses or deduplicates serves faster). fio's default scrambles a few bytes of each
+  buffer per write. A workload's write job through fio asks for ``"refill"``.
 * ``--percentile_list=50:90:99:99.9``: the completion-latency percentiles cardbench reports.
   fio's percentiles come from its latency histogram (bins about 1.6% wide). fio's completion
   latency (clat) starts after the submitting system call returned; cardbench's own engines time
@@ -45,6 +50,10 @@ from cardbench.result import Run
 
 RW_MODES = ("read", "write", "randread", "randwrite")
 PERCENTILES = (50, 90, 99, 99.9)
+#: what fio writes: None (fio's default), "refill" (--refill_buffers), "reuse" (--scramble_buffers=0)
+BUFFERS = (None, "refill", "reuse")
+#: the ``data`` of a write job run by fio
+REFILL_DATA = "unique per write: fio's random data, made afresh for each write (--refill_buffers)"
 
 _version_cache: dict[str, str] = {}
 
@@ -75,8 +84,10 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
                 runtime: float | None = None, *, area: int | None = None, offset: int = 0,
                 time_based: bool = False, ioengine: str | None = None, direct: bool = True,
                 end_fsync: bool = False, fio: str = "fio", name: str = "cardbench",
-                mem: str | None = None, create: bool = False) -> list[str]:
+                mem: str | None = None, create: bool = False, buffers: str | None = None) -> list[str]:
     """The fio command line for one run (see the module docstring for what each option is for)."""
+    if buffers not in BUFFERS:
+        raise UsageError(f"fio buffers must be one of {', '.join(b for b in BUFFERS if b)}, got {buffers!r}")
     if rw not in RW_MODES:
         raise UsageError(f"fio rw must be one of {', '.join(RW_MODES)}, got {rw!r}")
     for what, v in (("block size", bs), ("iodepth", iodepth), ("numjobs", numjobs)):
@@ -113,6 +124,10 @@ def fio_command(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1,
         cmd.append("--end_fsync=1")
     if mem:
         cmd.append(f"--mem={mem}")
+    if buffers == "refill":
+        cmd.append("--refill_buffers")
+    elif buffers == "reuse":
+        cmd.append("--scramble_buffers=0")
     return cmd
 
 
@@ -120,7 +135,7 @@ def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, siz
             runtime: float | None = None, *, area: int | None = None, offset: int = 0,
             time_based: bool = False, ioengine: str | None = None, direct: bool = True,
             end_fsync: bool = False, fio: str = "fio", timeout: float | None = None,
-            mem: str | None = None, create: bool = False) -> Run:
+            mem: str | None = None, create: bool = False, buffers: str | None = None) -> Run:
     """Run one fio job on ``path`` and return it as a :class:`Run`.
 
     ``rw``: read | write | randread | randwrite. ``bs`` bytes per operation, ``iodepth`` operations
@@ -130,7 +145,7 @@ def run_fio(path: str, rw: str, bs: int, iodepth: int = 1, numjobs: int = 1, siz
     """
     cmd = fio_command(path, rw, bs, iodepth, numjobs, size, runtime, area=area, offset=offset,
                       time_based=time_based, ioengine=ioengine, direct=direct, end_fsync=end_fsync,
-                      fio=fio, mem=mem, create=create)
+                      fio=fio, mem=mem, create=create, buffers=buffers)
     if timeout is None:
         timeout = (runtime or 600) * 3 + 60
     try:
@@ -171,7 +186,10 @@ def run_fio_job(job) -> Run:
     cap = area if job.time_based or job.size is None else job.size
     run = run_fio(job.path, job.fio_rw, job.block_size, job.queue_depth, job.threads, size=cap,
                   runtime=job.duration, area=area, offset=job.offset, time_based=job.time_based,
-                  direct=job.direct, end_fsync=job.is_write and job.sync_end, create=job.create)
+                  direct=job.direct, end_fsync=job.is_write and job.sync_end, create=job.create,
+                  buffers="refill" if job.is_write else None)
+    if job.is_write:
+        run.extra["data"] = REFILL_DATA
     run.extra["stopped"] = "duration" if job.time_based or run.bytes < cap * job.threads else "size"
     return run
 

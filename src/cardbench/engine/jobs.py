@@ -12,6 +12,10 @@ a ``time_based`` job (fio's ``time_based``) runs for its duration whatever its s
 offsets wrapping to the area's start at its end. Operations in flight at the deadline are waited
 for and counted. Writes end with an fsync inside the timed part when ``sync_end`` (fio: end_fsync=1).
 Random offsets are block-aligned, drawn uniformly (with repetition) over the area.
+Every write carries data unique to it (:class:`cardbench.patterns.FreshWrites`, made just before
+it goes out): a rewrite of the same position, a wrapped time-based run, another thread, another
+run, none repeats a sector, so a card that compresses or deduplicates cannot serve a repeated
+buffer faster than fresh data (fio's ``--refill_buffers``).
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from cardbench.engine.base import closed_loop
 from cardbench.engine.buffers import AlignedBuffers
 from cardbench.engine.registry import engine_info, get_engine
 from cardbench.errors import DeviceFault, UsageError
-from cardbench.patterns import Pattern
+from cardbench.patterns import FreshWrites, Pattern
 from cardbench.result import Run
 from cardbench.signals import start_thread
 from cardbench.stats import percentiles
 
 #: the operation count of a time-based run: no run reaches it before its deadline
 TIME_BASED_OPS = 1 << 62
+#: what a write job's data is (the ``data`` of its run's ``extra`` and of the test's method)
+DATA = ("unique per write: each 512 B sector carries the run's tag, its position and the write's "
+        "sequence number, and a body of PCG64 data chosen by both (incompressible, no two writes alike)")
 
 
 @dataclass
@@ -121,20 +128,20 @@ def _one_loop(engine: str, job: Job, *, max_ops: int, seed: int, tag: int, barri
     qd = job.queue_depth
     eng = get_engine(engine, qd, backend=job.backend)
     bufs: AlignedBuffers | None = None
+    fresh: FreshWrites | None = None
     try:
         eng.open(job.path, write=job.is_write, direct=job.direct)
         out.direct = eng.direct
         out.backend = eng.backend
         bufs = AlignedBuffers(min(qd, max_ops), bs)
         if job.is_write:
-            pat = Pattern(tag)
-            for i, b in enumerate(bufs):
-                pat.fill(b, i * bs)
+            # each write's data made just before it goes out: unique to that write (see DATA)
+            fresh = FreshWrites(Pattern(tag), bufs, bs)
         offs = _offsets(job, seed)
         if barrier is not None:
             barrier.wait()
         loop = closed_loop(eng, job.op, bufs, bs, offs.__next__, max_ops=max_ops, duration=job.duration,
-                           latencies=out.lat)
+                           latencies=out.lat, fill=None if fresh is None else fresh.fill)
         if job.is_write and job.sync_end:
             eng.sync()       # inside the timed part (fio: end_fsync=1)
         out.t1 = time.perf_counter()
@@ -147,6 +154,8 @@ def _one_loop(engine: str, job: Job, *, max_ops: int, seed: int, tag: int, barri
         try:
             eng.close()
         finally:
+            if fresh is not None:
+                fresh.close()     # its views of the buffers first
             if bufs is not None:
                 bufs.close()
 
@@ -187,6 +196,8 @@ def _loop_job(engine: str, job: Job) -> Run:
     for lp in loops[1:]:
         lat.extend(lp.lat)
     extra: dict[str, Any] = {"stopped": ",".join(sorted({lp.stopped for lp in loops}))}
+    if job.is_write:
+        extra["data"] = DATA
     if not all(lp.direct for lp in loops):
         extra["direct"] = False
     if loops[0].backend:

@@ -166,15 +166,15 @@ class QueuedEngine:
         return self._impl.reap(min_complete)
 
     def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
-                    latencies) -> LoopResult:
+                    latencies, fill=None) -> LoopResult:
         """See :func:`cardbench.engine.base.closed_loop`: io_uring and depth 1 run their own lean
         loop (no Python object per operation); the thread pool goes through submit/reap."""
         assert self._impl is not None, "engine not open"
         if isinstance(self._impl, _ThreadImpl):       # the one backend without its own loop
             return submit_reap_loop(self, kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
-                                    latencies=latencies)
+                                    latencies=latencies, fill=fill)
         return self._impl.closed_loop(kind, bufs, length, next_offset, max_ops=max_ops, duration=duration,
-                                      latencies=latencies)
+                                      latencies=latencies, fill=fill)
 
     def pending(self) -> int:
         """Operations submitted and not yet reaped."""
@@ -245,9 +245,10 @@ class _DirectImpl:
         done, self.done = self.done, []
         return done
 
-    def closed_loop(self, kind, bufs, length, next_offset, *, max_ops, duration, latencies) -> LoopResult:
+    def closed_loop(self, kind, bufs, length, next_offset, *, max_ops, duration, latencies,
+                    fill=None) -> LoopResult:
         return pio_loop(self.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
-                        duration=duration, latencies=latencies)
+                        duration=duration, latencies=latencies, fill=fill)
 
     def pending(self) -> int:
         return len(self.done)

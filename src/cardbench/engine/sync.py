@@ -42,11 +42,11 @@ class SyncEngine:
         self._done.append(Completion(op, n, t0, time.perf_counter()))
 
     def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
-                    latencies) -> LoopResult:
+                    latencies, fill=None) -> LoopResult:
         """See :func:`cardbench.engine.base.closed_loop` (depth 1: the first buffer only)."""
         assert self.file is not None
         return pio_loop(self.file.fd, self.path, kind, bufs[0], length, next_offset, max_ops=max_ops,
-                        duration=duration, latencies=latencies)
+                        duration=duration, latencies=latencies, fill=fill)
 
     def reap(self, min_complete: int = 1) -> list[Completion]:
         done, self._done = self._done, []

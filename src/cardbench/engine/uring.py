@@ -196,17 +196,20 @@ class _UringImpl:
         self.inflight -= n
 
     def closed_loop(self, kind: str, bufs, length: int, next_offset, *, max_ops: int, duration: float,
-                    latencies) -> LoopResult:
+                    latencies, fill=None) -> LoopResult:
         """The closed loop on the ring itself, one slot per buffer.
 
         Each slot's SQE is written once (operation, file, buffer, length, slot number); an
-        operation going out again only gets a new offset and a ring entry. One
-        ``io_uring_enter`` per pass hands over every operation queued since the last one and
-        waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
+        operation going out again only gets a new offset and a ring entry (and, for a write
+        with ``fill``, its data: ``fill(slot, offset)`` just before it is queued, the time it
+        was queued taken after that). One ``io_uring_enter`` per pass hands over every
+        operation queued since the last one and waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
         read straight from the CQ ring. No IoOp or Completion objects."""
         if self.pending():
             raise UsageError("closed_loop needs an engine with nothing in flight")
         opcode = _OPCODES[kind]
+        if kind != "write":
+            fill = None
         ring = self.ring
         nb = min(len(bufs), self.depth, max_ops)
         fd = self.fd
@@ -216,6 +219,9 @@ class _UringImpl:
             if not 0 < length <= ent[3]:
                 raise ValueError(f"operation length {length} does not fit its {ent[3]}-byte buffer")
             _SQE.pack_into(sqes, s << 6, opcode, 0, 0, fd, 0, ent[2], length, 0, s, 0, 0, 0, 0, 0)
+            # a Ctrl-C below keeps this frame in its traceback: no local may hold a buffer's
+            # view then (closing the buffers would be a BufferError instead of the interruption)
+            del ent
         for s in range(nb):
             self.slots_free.remove(s)
         cqes = memoryview(ring.cq_map)[ring.cqes_off:ring.cqes_off + ring.cq_entries * _CQE.size]
@@ -247,7 +253,10 @@ class _UringImpl:
         deadline = t0 + duration
         try:
             for s in range(nb):
-                sqe_q[(s << 3) + 1] = next_offset()
+                off = next_offset()
+                if fill is not None:
+                    fill(s, off)
+                sqe_q[(s << 3) + 1] = off
                 sq32[arr + (tail & smask)] = s
                 tail = (tail + 1) & 0xFFFFFFFF
                 queued_at[s] = t0
@@ -291,10 +300,15 @@ class _UringImpl:
                     total += res
                     n += 1
                     if not stop:
-                        sqe_q[(s << 3) + 1] = next_offset()
+                        off = next_offset()
+                        if fill is not None:
+                            fill(s, off)
+                            queued_at[s] = perf()
+                        else:
+                            queued_at[s] = now
+                        sqe_q[(s << 3) + 1] = off
                         sq32[arr + (tail & smask)] = s
                         tail = (tail + 1) & 0xFFFFFFFF
-                        queued_at[s] = now
                         unsent += 1
                         issued += 1
                         if issued >= max_ops:

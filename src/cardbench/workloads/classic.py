@@ -64,7 +64,8 @@ def run_classic(target: DirTarget, result: Result, opts, plan: Plan, files: list
     common = {"engine": opts.classic_engine, "file_bytes": size, "size_choice": how, "runs": opts.runs,
               "warmup_runs": opts.warmup, "filesystem": target.filesystem.describe(),
               "order": "each run: write its file, read it back cold, remove it (one file's room)",
-              "data": "incompressible (PCG64 pool), each 512 B sector tagged with run and position", **plan.notes}
+              "data": "unique per write: incompressible (PCG64 pool), each 512 B sector tagged with run and "
+                      "position, each position written once per run", **plan.notes}
     wtest = TestResult(name="seq_write", method=dict(common))
     rtest = TestResult(name="cold_read", method=dict(common))
     result.tests += [wtest, rtest]

@@ -274,6 +274,8 @@ def _job_file(engine: str, path: str, size: int, op: str, *, block: int, direct:
               "data": f"{engine}'s own data (not checked)"}
     if op == "write":
         method["sync"] = "fsync inside timing"
+        if "data" in run.extra:     # what the engine says of its writes (fio: --refill_buffers)
+            method["data"] += "; " + run.extra["data"]
     for key in ("fio_version", "fio_command"):
         if key in run.extra:
             method[key] = run.extra[key]

@@ -50,7 +50,7 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 #: what an engine puts into a run's ``extra`` that belongs in the test's method
-RUN_METHOD_KEYS = ("backend", "fio_version", "fio_command")
+RUN_METHOD_KEYS = ("backend", "data", "fio_version", "fio_command")
 #: Default test area on a filesystem (KDiskMark and CrystalDiskMark use 1 GiB too).
 DEFAULT_AREA = 1 * GiB
 #: Filling the area of a slow card stops after this long; the area is what was written.
