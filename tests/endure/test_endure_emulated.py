@@ -12,6 +12,7 @@ import pytest
 from cardbench.emulate import EmulatedCard
 from cardbench.endure import EndureOptions, StateError, run_endurance
 from cardbench.endure.sectors import new_card_uuid
+from cardbench.kinds.endurance import problem
 from cardbench.target import open_device_target
 from endure_helpers import SECTORS, SIZE, garbage, needs_emulator, put, sectors_of, spec
 
@@ -46,6 +47,7 @@ def test_clean_rounds(tmp_path):
     assert doc["first_error_round"] is None and doc["milestones"] == []
     assert doc["method"]["fake_check"]["verdict"] == "genuine"
     assert "3 full writes (59.8 MB) with no error" in doc["answer"]
+    assert problem(doc) is None                # the record kind takes it as it is
     # a round event per round, each with the document so far under the run's one id
     rounds = [d for n, d in opts.seen if n == "round"]
     assert [len(d["document"]["rounds"]) for d in rounds] == [1, 2, 3]
@@ -91,6 +93,7 @@ def test_each_class_named(tmp_path):
     assert [(m["what"], m["round"]) for m in doc["milestones"]] == [("first error", 3), ("0.1% bad", 3)]
     assert doc["milestones"][0]["bytes_written"] == 3 * SIZE
     assert doc["answer"].startswith("19.9 MB card: first error after 3 full writes (59.8 MB): erased sectors")
+    assert problem(doc) is None
 
 
 MB1 = 1 << 20
