@@ -298,7 +298,7 @@ class Endurance:
                     self.save()
                     self.emit("round", {"round": st["rounds"][-1], "document": self.document()})
             self.save()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):     # Ctrl-C; SIGTERM (cardbench.signals)
             st["ended"] = "interrupted"
             try:
                 self.save()
@@ -392,7 +392,7 @@ class Endurance:
             accs[k] = _Acc(k, end - start, -(-(end - start) // req))
             requests += [(k, off, min(req, end - off)) for off in range(start, end, req)]
         if phase == "write":
-            self._check_card()
+            self._check_card(cur)
         depth = min(self.opts.depth, len(requests))
         eng = QueuedEngine(depth, backend="auto" if depth > 1 else "direct")
         try:
@@ -422,7 +422,7 @@ class Endurance:
                     except IO_ERRORS as e:     # the direct backend does the request in submit
                         inflight.pop(off)
                         free.append(b)
-                        self._request_failed(e, phase, off, n, accs[k], rnd)
+                        self._request_failed(cur, e, phase, off, n, accs[k], rnd)
                         stopping = self._request_done(phase, accs[k], flusher, stopping)
                         continue
                 try:
@@ -432,7 +432,7 @@ class Endurance:
                         raise self._failure(e, phase) from None
                     k, b, n = inflight.pop(e.offset)
                     free.append(b)
-                    self._request_failed(e, phase, e.offset, n, accs[k], rnd)
+                    self._request_failed(cur, e, phase, e.offset, n, accs[k], rnd)
                     stopping = self._request_done(phase, accs[k], flusher, stopping)
                     continue
                 for c in comps:
@@ -440,7 +440,7 @@ class Endurance:
                     k, b, n = inflight.pop(off)
                     acc = accs[k]
                     if c.result != n:
-                        self._request_failed(None, phase, off, n, acc, rnd)
+                        self._request_failed(cur, None, phase, off, n, acc, rnd)
                     elif phase == "read":
                         acc.counts += self.sectors.classify(bufs[b][:n], off, rnd)
                     free.append(b)
@@ -510,20 +510,24 @@ class Endurance:
             release(buf)
         return self.target.gone(errno.EIO, wait=GONE_WAIT)
 
-    def _check_card(self) -> None:
-        """Before a slice is written: the device still holds this card (a name freed by a pull may
-        already be another card's); else the run pauses as for a pulled card, and another card is
-        never written. Skipped before the first round ended (nothing of ours may be there yet) and on
-        a card so worn that its sectors no longer say whose they are."""
+    def _check_card(self, cur: dict[str, Any]) -> None:
+        """The device still holds this card: before a phase writes, and after any request failed
+        (a name freed by a pull may already be another card's, and a loop device keeps its number:
+        an open file would write into whatever was attached next). Else the run pauses as for a
+        pulled card, so another card is never written. Looked for in the sectors this run wrote
+        (the first of each slice); skipped while none were written yet, and on a card so worn that
+        its sectors no longer say whose they are."""
         st = self.state
-        if not st["rounds"] or st["rounds"][-1]["bad_fraction"] >= 0.5:
+        wrote = bool(st["rounds"]) or cur["phase"] == "read" or bool(cur["done"])
+        if not wrote or (st["rounds"] and st["rounds"][-1]["bad_fraction"] >= 0.5):
             return
         try:
             found = card_uuid_on(self.target.path, st["capacity_bytes"], st["options"]["slices"])
-        except IO_ERRORS as e:
-            raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") if self.target.gone(e.errno) else e from None
+        except IO_ERRORS:
+            found = None
         if found != st["card_uuid"]:
-            raise _Gone(f"{shown(self.target.path)} no longer holds this card")
+            raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}" if self.target.gone()
+                        else f"{shown(self.target.path)} no longer holds this card")
 
     def _failure(self, e: BaseException, phase: str) -> BaseException:
         """What a failed open or flush means: the card went away, turned read-only, or (else) the
@@ -535,7 +539,8 @@ class Endurance:
             return _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
         return e
 
-    def _request_failed(self, e: BaseException | None, phase: str, off: int, n: int, acc: _Acc, rnd: int) -> None:
+    def _request_failed(self, cur: dict[str, Any], e: BaseException | None, phase: str, off: int, n: int,
+                        acc: _Acc, rnd: int) -> None:
         """A request that failed (``e``, or a short transfer): the card gone or read-only raises;
         a failed write is written again in pieces and counts (its sectors are judged at the
         read-back); a failed read is read again in pieces, so only its failing sectors count as
@@ -544,6 +549,7 @@ class Endurance:
         err = fault_errno(e) if e is not None else errno.EIO
         if err in GONE or self.target.gone(err):
             raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}")
+        self._check_card(cur)
         if phase == "write":
             if err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path):
                 raise _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
