@@ -95,3 +95,9 @@ def test_a_card_refusing_every_write(tmp_path):
         p = call_cli("endure", card.device, "--rounds", "2", "--confirm", str(SIZE), "--no-save")
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == "19.9 MB card: read-only before the first round ended; nothing could be worn"
+
+
+def test_a_mounted_card_is_refused(tmp_path):
+    with EmulatedCard(spec()) as card, card.filesystem("ext4"):
+        p = call_cli("endure", card.device, "--rounds", "1", "--confirm", str(SIZE), "--no-save")
+    assert p.returncode == 4 and len(p.stderr.strip().splitlines()) == 1 and "mounted" in p.stderr

@@ -34,6 +34,7 @@ import numpy as np
 from cardbench.devices import refind
 from cardbench.devices.identity import identify
 from cardbench.devices.lock import target_lock
+from cardbench.devices.safety import check_destructive
 from cardbench.endure.doc import ENDINGS, build_doc
 from cardbench.endure.sectors import (
     CLASSES,
@@ -829,6 +830,7 @@ def resume_endurance(target: DeviceTarget | None, opts: EndureOptions) -> dict[s
     state, path = find_state(target, opts.state_dir)
     if target is None or target.path != path:
         target = open_device_target(path, whole_device=True)
+    check_destructive(target.block_device())       # the safety rules (not mounted, not the system's) now
     if opts.rounds is not None:
         state["options"]["rounds"] = opts.rounds
     if opts.hours is not None:
