@@ -162,6 +162,13 @@ class _Flusher:
         start_thread(self.thread)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            if self.file is not None:
+                self.file.close()
+
+    def _loop(self) -> None:
         while True:
             acc = self.queue.get()
             if acc is None or self.error is not None:
@@ -295,9 +302,10 @@ class Endurance:
                     st["ended"] = ended
                     break
                 if st.get("current") is None:            # the round ended
+                    so_far = self.document()             # complete False, ended None (the contract's)
                     st["ended"] = self._stop_rule()
                     self.save()
-                    self.emit("round", {"round": st["rounds"][-1], "document": self.document()})
+                    self.emit("round", {"round": st["rounds"][-1], "document": so_far})
             self.save()
         except (KeyboardInterrupt, Interrupted):     # Ctrl-C; SIGTERM (cardbench.signals)
             st["ended"] = "interrupted"
@@ -401,7 +409,10 @@ class Endurance:
         except IO_ERRORS as e:
             raise self._failure(e, phase) from None
         bufs = self._buffers(req)
-        flusher = _Flusher(DataFile(eng.fd, path) if phase == "write" and eng.fd is not None else None,
+        # the flusher's own descriptor: a flush still under way when the engine closes (Ctrl-C) is
+        # never issued on a closed (or reused) file number
+        flusher = _Flusher(DataFile(os.dup(eng.fd), path, owned=True) if phase == "write" and eng.fd is not None
+                           else None,
                            lambda acc, took: self._commit(cur, phase, acc, took), lambda e: self._failure(e, phase))
         try:
             free = list(range(depth))
