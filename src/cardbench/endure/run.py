@@ -222,9 +222,9 @@ def slice_order(card_uuid: str, rnd: int, phase: str, n: int) -> list[int]:
 
 
 def card_uuid_on(path: str, capacity: int, slices: int = 16) -> str | None:
-    """The endurance card UUID written on the device at ``path``: the one most of the first sectors
-    of its slices (and sector 0) claim with a whole header; None when none does. Raises the I/O
-    error of a device that cannot be read."""
+    """The endurance card UUID written on the device at ``path``: the one most of the first 4 KiB
+    of its slices (and of the card) claim with whole headers; None when none does. Raises the I/O
+    error of a device that went away."""
     found: dict[str, int] = {}
     buf = aligned_buffer(4096)
     try:
@@ -236,7 +236,7 @@ def card_uuid_on(path: str, capacity: int, slices: int = 16) -> str | None:
                     if e.errno in GONE:
                         raise
                     continue
-                for u in sector_uuids(memoryview(buf)[:SECTOR]):
+                for u in sector_uuids(buf):
                     if u is not None:
                         found[u] = found.get(u, 0) + 1
     finally:
@@ -804,6 +804,8 @@ def find_state(target: DeviceTarget | None, state_dir: str | os.PathLike | None 
             capacity = f.geometry()[1]
         try:
             on_card = card_uuid_on(target.path, capacity)
+            for other in sorted({s["options"]["slices"] for s in states} - {16}):
+                on_card = on_card or card_uuid_on(target.path, capacity, other)   # round 1, other slices
         except IO_ERRORS as e:
             raise TargetError(f"{shown(target.path)}: cannot read it ({e})") from None
         mine = [s for s in states if s["card_uuid"] == on_card]
