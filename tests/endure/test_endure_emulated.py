@@ -154,3 +154,18 @@ def test_host_disk_full(tmp_path):
         assert doc["rounds"] and doc["error"] == e.value.message and not doc["complete"]
     finally:
         subprocess.run(["umount", str(d)], check=False)
+
+
+def test_hours_end_it_and_progress_says_how_far(tmp_path):
+    """--hours ends the run at the end of the round that passed it; progress events on the way,
+    at most every 0.5 s, with the contract's fields."""
+    with EmulatedCard(spec()) as card:
+        card.set(write_rate=40e6, read_rate=80e6)       # a round of ~0.75 s
+        opts = _opts(tmp_path, hours=1.0 / 3600, probe=False)
+        doc = run_endurance(open_device_target(card.device, whole_device=True), opts)
+    assert doc["ended"] == "hours" and 1 <= len(doc["rounds"]) <= 3 and doc["complete"]
+    progress = [d for n, d in opts.seen if n == "progress"]
+    assert progress and set(progress[0]) == {"round", "phase", "done_bytes", "round_bytes", "bytes_written",
+                                             "rate_bytes_per_s", "bad_fraction", "eta_s"}
+    assert all(0 < p["done_bytes"] <= SIZE and p["round_bytes"] == SIZE for p in progress)
+    assert all(p["eta_s"] is not None and p["eta_s"] <= 1.0 for p in progress)
