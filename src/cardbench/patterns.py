@@ -104,6 +104,12 @@ def _pool(tag: int) -> np.ndarray:
     return raw.view(np.uint8).reshape(ROWS, SECTOR)
 
 
+def pool_rows(tag: int) -> np.ndarray:
+    """The pool of ``tag`` as :class:`Pattern` gathers its sectors from it (``ROWS`` rows of 512
+    bytes): for sector layouts built on the same machinery (:mod:`cardbench.endure.sectors`)."""
+    return _pool(tag)
+
+
 def _template(tag: int) -> np.ndarray:
     """The pool's rows in sector order (row ``r`` is pool row ``r * STRIDE mod ROWS``), ``_SPAN``
     rows repeated past the end, as uint64 words with the header laid in: word 0 the tag, word 1
