@@ -233,3 +233,61 @@ def mangled(doc, path: tuple, value):
     else:
         node[path[-1]] = value
     return d
+
+
+def make_endurance(brand="SanDisk", capacity=32 * MB, rounds=12, first_error=None, bad_class="stale",
+                   growth=4.0, write_rate=20 * MB, read_rate=40 * MB, read_fade=0.01, ended="rounds",
+                   label="Endurance", serial="0x5a5a01", created="2024-07-01T10:00:00+00:00",
+                   rated_tbw=None) -> dict:
+    """A ``cardbench.endurance/1`` document as the contract describes it, built by hand: ``rounds``
+    rounds of a card of ``capacity`` bytes (512-byte sectors); from round ``first_error`` on, bad
+    sectors of ``bad_class`` (one in round ``first_error``, times ``growth`` each round after);
+    reads ``read_fade`` slower each round; the milestones reached, in order; the answer in words."""
+    from cardbench.kinds.endurance import CLASSES, MILESTONES, SCHEMA
+
+    sectors = capacity // 512
+    doc_rounds, milestones, total = [], [], 0
+    marks = [(None, "first error"), *((f, f"{f * 100:g}% bad") for f in MILESTONES)]
+    bad = 0
+    for n in range(1, rounds + 1):
+        if first_error is not None and n >= first_error:
+            bad = min(sectors, max(1, int(bad * growth)))
+        classes = {c: 0 for c in CLASSES}
+        classes[bad_class] = bad
+        total += capacity
+        w, r = write_rate * (1 - 0.002 * n), read_rate * (1 - read_fade) ** (n - 1)
+        fraction = bad / sectors
+        doc_rounds.append({"round": n, "write_bytes_per_s": w, "read_bytes_per_s": r,
+                           "write_seconds": capacity / w, "read_seconds": capacity / r, "bytes_written": capacity,
+                           "bad_sectors": classes, "bad_total": bad, "bad_fraction": fraction,
+                           "ended_at": f"2024-07-01T{10 + n // 60:02d}:{n % 60:02d}:00+00:00", "slices_redone": 0})
+        while marks and bad and (marks[0][0] is None or fraction >= marks[0][0]):
+            f, what = marks.pop(0)
+            milestones.append({"what": what, "bad_fraction": f or 0.0, "round": n, "bytes_written": total})
+    first = milestones[0]["round"] if milestones else None
+    tb = f"{total / 1e12:.3g} TB" if total >= 1e11 else f"{total / 1e9:.3g} GB"
+    slow = 1 - doc_rounds[-1]["read_bytes_per_s"] / doc_rounds[0]["read_bytes_per_s"] if doc_rounds else None
+    if first is None:
+        answer = f"{brand} {capacity / 1e9:g} GB: {rounds:,} full writes ({tb}) with no error"
+        if slow:
+            answer += f"; reads slowed {slow * 100:.0f}% since round 1"
+    else:
+        first_bad = doc_rounds[first - 1]["bad_total"]
+        answer = f"first error after {first - 1:,} full writes: {bad_class} data in {first_bad} sectors"
+        answer += "".join(f"; {m['what']} after {m['round'] - 1:,}" for m in milestones[1:])
+    rated = None
+    if rated_tbw:
+        rated = {"tbw": rated_tbw, "video_hours": None, "video_mbps": None, "rated_bytes": int(rated_tbw * 1e12),
+                 "used_fraction": total / (rated_tbw * 1e12)}
+    card = Card(brand=brand, capacity_bytes=capacity, label=label, serial=serial)
+    return {"schema": SCHEMA, "id": uuid.uuid4().hex, "created_at": created, "started_at": created,
+            "finished_at": created, "tool": {"name": "cardbench", "version": "test"}, "host": {"hostname": "test"},
+            "card": card.to_dict(), "reader": Reader(name="Quad slot", vendor_id="05e3", product_id="0747").to_dict(),
+            "device": "/dev/sdx", "capacity_bytes": capacity, "sector_bytes": 512, "card_uuid": uuid.uuid4().hex,
+            "options": {"rounds": rounds, "hours": None, "until_bad": 0.5, "slices": 16, "request_bytes": 1 << 20},
+            "rated": rated, "rounds": doc_rounds, "first_error_round": first, "milestones": milestones,
+            "bytes_written": total, "full_writes": total / capacity, "read_slowdown": slow, "ended": ended,
+            "complete": ended not in (None, "interrupted"), "error": None, "answer": answer,
+            "verdict": "no error" if first is None else "worn",
+            "method": {"engine": "queued", "direct": True, "request_bytes": 1 << 20, "slices": 16,
+                       "order": "slices shuffled each round", "sector_layout": "address, round, uuid, crc32c"}}

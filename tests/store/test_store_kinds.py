@@ -24,7 +24,7 @@ from cardbench.result import Card, Reader
 from cardbench.share import share_items, share_store, sync_share
 from cardbench.store import open_store
 from cardbench.store.export import read_export
-from cardbench_factories import cli, key_paths, make_result, mangled
+from cardbench_factories import cli, key_paths, make_endurance, make_result, mangled
 from cardbench_factories import cli_ok as ok
 
 SCHEMA = "cardbench.scratch/1"
@@ -261,8 +261,9 @@ def samples() -> dict[str, dict]:
                     allocation_unit_bytes=4 << 20, allocation_unit_confidence="high",
                     open_units={"linear": 2, "random": None}, open_units_confidence={"linear": "low", "random": "none"},
                     message="AU 4 MiB", complete=True)
-    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "pulltest": pulltest, "geometry": geometry,
-            "scratch": doc()}
+    endurance = make_endurance(rounds=8, first_error=5, growth=20.0, rated_tbw=0.001)
+    return {"result": run.to_dict(), "verify": verify, "probe": probe, "session": session, "pulltest": pulltest,
+            "geometry": geometry, "endurance": endurance, "scratch": doc()}
 
 
 def test_the_fuzz_below_has_a_document_of_every_kind():
@@ -272,7 +273,7 @@ def test_the_fuzz_below_has_a_document_of_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["result", "verify", "probe", "session", "pulltest", "geometry", "scratch"])
+@pytest.mark.parametrize("name", [*kinds.kind_names(), "scratch"])   # every registered kind, by itself
 def test_every_kind_refuses_mangled_documents_in_one_line_never_an_internal_error(name):
     """2,000 generated documents of each kind (this file's among them): a value of another type
     anywhere, a key dropped. read_export reads it or raises UsageError (one line), and what it
