@@ -89,6 +89,12 @@ def _pool(tag: int) -> np.ndarray:
     return raw.view(np.uint8).reshape(ROWS, SECTOR)
 
 
+def pool_rows(tag: int) -> np.ndarray:
+    """The pool of ``tag`` as :class:`Pattern` gathers its sectors from it (``ROWS`` rows of 512
+    bytes): for sector layouts built on the same machinery (:mod:`cardbench.endure.sectors`)."""
+    return _pool(tag)
+
+
 class Pattern:
     """The data of one run: ``Pattern(tag)`` makes the same bytes every time.
 

@@ -52,7 +52,7 @@ class _ThreadImpl:
                     n = os.preadv(fd, [mv], op.offset)
                 item = Completion(op, n, t0, perf())
             except OSError as e:
-                item = io_error(e, self.path)
+                item = io_error(e, self.path, op=op.kind, offset=op.offset)
             finally:
                 mv.release()
             with cond:

@@ -126,7 +126,8 @@ class _UringImpl:
                     self.slot_op[slot] = None
                     self.slots_free.append(slot)
                     if res < 0:
-                        self.errors.append(io_error(OSError(-res, os.strerror(-res)), self.path))
+                        self.errors.append(io_error(OSError(-res, os.strerror(-res)), self.path, op=op.kind,
+                                                    offset=op.offset))
                     else:
                         self.done.append(Completion(op, res, t0, now))
                     return
@@ -189,7 +190,9 @@ class _UringImpl:
             slot_op[slot] = None
             free.append(slot)
             if res < 0:
-                self.errors.append(io_error(OSError(-res, os.strerror(-res)), self.path))
+                # the failed operation is named (op, offset): a caller with several in flight knows which
+                self.errors.append(io_error(OSError(-res, os.strerror(-res)), self.path, op=op.kind if op else None,
+                                            offset=op.offset if op else None))
                 continue
             done.append(Completion(op, res, slot_t[slot], now))
         cq32[ring.cq_head_i] = head

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardbench.devices import BlockDevice
+from cardbench.devices import BlockDevice, refind
 from cardbench.engine.buffers import aligned_buffer, release
 from cardbench.engine.data import DataFile
 from cardbench.engine.errors import IO_ERRORS, fault_errno, shown
@@ -363,57 +363,37 @@ class PullTest:
             release(buf)
 
     # -- finding the card again ------------------------------------------------------------------
-    def _candidates(self) -> dict[str, tuple[str, str | None]]:
-        """Whole block devices of the card's size: name -> (devno, the pull test UUID on it or None)."""
-        want = str(self.layout.size // 512)
-        out: dict[str, tuple[str, str | None]] = {}
-        for name in sorted(os.listdir("/sys/block")):
-            try:
-                with open(f"/sys/block/{name}/size") as fh:
-                    if fh.read().strip() != want:
-                        continue
-                with open(f"/sys/block/{name}/dev") as fh:
-                    devno = fh.read().strip()
-            except OSError:
-                continue
-            path = f"/dev/{name}"
-            try:
-                with _open(path, write=False) as f:
-                    found = _label_uuid(f)
-            except (*IO_ERRORS, OSError):
-                continue
-            out[name] = (devno, found)
-        return out
+    def _identify(self, path: str) -> str | None:
+        """The pull test UUID on the device at ``path`` (None: no label)."""
+        with _open(path, write=False) as f:
+            return _label_uuid(f)
 
     def wait_for_card(self) -> DeviceTarget:
         """Wait (up to ``timeout``) for the card to come back on any device name; find it by the
-        UUID on it. A card that appears with another UUID (or none) is refused."""
+        UUID on it (:func:`cardbench.devices.refind.wait_for_card`). A card that appears with
+        another UUID (or none) is refused."""
         me = self.uuid.hex()
-        before = self._candidates()
+
+        def refused(path: str, found: str | None) -> None:
+            other = f"pull test card {found[:8]}" if found else "no pull test label"
+            raise SafetyRefusal(f"{path} came back, but it is not the card that was pulled ({other}, not "
+                                f"{me[:8]}): refused, nothing written; put back card {me[:8]} and run "
+                                "`cardbench pulltest DEVICE --resume`")
+
         self.say("Put the card back in (any slot or reader).")
-        deadline = time.monotonic() + self.opts.timeout
         try:
-            while True:
-                now = self._candidates()
-                for name, (devno, found) in now.items():
-                    if found == me:
-                        self.event("back", {"device": f"/dev/{name}"})
-                        return self._reopen(f"/dev/{name}")
-                    if before.get(name) != (devno, found):
-                        other = f"pull test card {found[:8]}" if found else "no pull test label"
-                        raise SafetyRefusal(f"/dev/{name} came back, but it is not the card that was pulled "
-                                            f"({other}, not {me[:8]}): refused, nothing written; put back card "
-                                            f"{me[:8]} and run `cardbench pulltest DEVICE --resume`")
-                before = now
-                if time.monotonic() > deadline:
-                    raise TargetError(f"the card did not come back within {self.opts.timeout:g} s; the log is kept "
-                                      f"({shown(str(self.log.path))}): `cardbench pulltest DEVICE --resume` "
-                                      "verifies it when it is back")
-                time.sleep(POLL)
+            path = refind.wait_for_card(self.layout.size, self._identify, me, timeout=self.opts.timeout,
+                                        refused=refused, poll=POLL)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted while waiting for the card; the log is kept "
                               f"({shown(str(self.log.path))}): `cardbench pulltest DEVICE --resume` verifies it "
                               "when it is back") from None
+        if path is None:
+            raise TargetError(f"the card did not come back within {self.opts.timeout:g} s; the log is kept "
+                              f"({shown(str(self.log.path))}): `cardbench pulltest DEVICE --resume` "
+                              "verifies it when it is back")
+        self.event("back", {"device": path})
+        return self._reopen(path)
 
     def _reopen(self, path: str) -> DeviceTarget:
         target = open_target(path, kinds=("device",))

@@ -1,0 +1,653 @@
+"""The endurance run: rounds of writing the whole card and reading it all back, until a stop rule
+(:func:`run_endurance`, :func:`resume_endurance`).
+
+A round writes every slice (``slices``, default 16, of the card) in an order shuffled anew each
+round (``random.Random("<card uuid>:<round>:write")``, and ``:read`` for the read-back), in
+requests of ``request_bytes`` through the queued engine (io_uring at ``depth``, O_DIRECT; each
+request's sectors made while the others are in flight), each slice ended by an fsync, so the
+write is timed to stable storage; then reads every slice back and classifies each sector
+(:mod:`cardbench.endure.sectors`). A request that fails to read is read again in smaller pieces,
+down to single sectors (bounded), so only the sectors that fail are counted unreadable.
+
+The state is saved on the host after every slice (:mod:`cardbench.endure.state`). A card that goes
+away pauses the run (event ``paused``); it is found again by the UUID in its own sectors on any
+device name (:func:`cardbench.devices.refind.wait_for_card`; event ``back``) and the slice under
+way is done again; another card in its place is refused and never written. A card whose writes
+fail as read-only, or that does not come back within ``timeout``, ends the run with that finding.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cardbench.devices import refind
+from cardbench.devices.identity import identify
+from cardbench.devices.lock import target_lock
+from cardbench.endure.doc import ENDINGS, build_doc
+from cardbench.endure.sectors import (
+    CLASSES,
+    LAYOUT,
+    UNREADABLE,
+    RoundSectors,
+    bad_counts,
+    new_card_uuid,
+    sector_uuids,
+)
+from cardbench.endure.state import StateError, load_state, save_state, saved_states, state_path
+from cardbench.engine.base import IoOp
+from cardbench.engine.buffers import AlignedBuffers, aligned_buffer, release
+from cardbench.engine.data import DataFile
+from cardbench.engine.errors import GONE, GONE_WORDS, IO_ERRORS, fault_errno, shown
+from cardbench.engine.queued import QueuedEngine
+from cardbench.errors import Interrupted, TargetError, UsageError
+from cardbench.result import Card, Reader
+from cardbench.target import GONE_WAIT, DeviceTarget, open_device_target
+from cardbench.verify.quick import verify_device
+
+SECTOR = 512
+#: sectors read one at a time, at most, per slice, to find which sectors of a failed request fail
+PROBE_SECTORS = 4096
+#: pieces a failed read request is split into, largest first (down to one sector)
+PROBE_PIECES = (64 << 10, 4 << 10, SECTOR)
+#: errnos of a write that say the card is read-only
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EPERM, errno.EACCES})
+#: progress events at most this often (seconds)
+PROGRESS_EVERY = 0.5
+
+
+@dataclass
+class EndureOptions:
+    """What an endurance run does (the contract's fields first; see docs/commands.md)."""
+
+    rounds: int | None = None
+    hours: float | None = None
+    until_bad: float = 0.5
+    slices: int = 16
+    request_bytes: int = 1 << 20
+    rated_tbw: float | None = None
+    rated_video: tuple[float, float] | None = None
+    timeout: float = 600.0
+    say: Callable[[str], None] | None = None
+    events: Callable[[str, dict], None] | None = None
+    stop: threading.Event | None = None
+    #: requests in flight (io_uring); 1 is one request at a time
+    depth: int = 4
+    #: where the host's state goes (default :func:`cardbench.endure.state.state_dir`)
+    state_dir: str | os.PathLike | None = None
+    #: run the quick fake-capacity probe before round 1
+    probe: bool = True
+
+    def validate(self) -> None:
+        if self.rounds is not None and self.rounds < 1:
+            raise UsageError(f"--rounds must be 1 or more, got {self.rounds}")
+        if self.hours is not None and not self.hours > 0:
+            raise UsageError(f"--hours must be more than 0, got {self.hours}")
+        if not 0 < self.until_bad <= 1:
+            raise UsageError(f"--until-bad must be more than 0% and at most 100%, got {self.until_bad * 100:g}%")
+        if not 1 <= self.slices <= 4096:
+            raise UsageError(f"--slices must be 1..4096, got {self.slices}")
+        if self.request_bytes < 4096 or self.request_bytes % 4096 or self.request_bytes > 64 << 20:
+            raise UsageError(f"--request must be a multiple of 4 KiB from 4 KiB to 64 MiB, got {self.request_bytes} "
+                             "bytes")
+        if not 1 <= self.depth <= 64:
+            raise UsageError(f"the queue depth must be 1..64, got {self.depth}")
+        if self.rated_tbw is not None and not self.rated_tbw > 0:
+            raise UsageError(f"--rated-tbw must be more than 0, got {self.rated_tbw}")
+        if self.rated_video is not None and not (self.rated_video[0] > 0 and self.rated_video[1] > 0):
+            raise UsageError("--rated-video needs HOURS@MBPS, both more than 0")
+        if not self.timeout > 0:
+            raise UsageError(f"--timeout must be more than 0 s, got {self.timeout}")
+
+
+class _Gone(Exception):
+    """The card went away during a slice (the slice is done again once it is back)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class _ReadOnly(Exception):
+    """The card refuses writes (read-only)."""
+
+
+def slice_bounds(capacity: int, slices: int) -> list[tuple[int, int]]:
+    """[start, end) of each slice: equal shares of the card, on 4 KiB boundaries where the
+    capacity allows (else on sectors)."""
+    align = 4096 if capacity % 4096 == 0 else SECTOR
+    units = capacity // align
+    n = max(1, min(slices, units))
+    edges = [i * units // n * align for i in range(n + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(n)]
+
+
+def slice_order(card_uuid: str, rnd: int, phase: str, n: int) -> list[int]:
+    """The order of the slices in one phase of a round (seeded by the card, the round and the phase)."""
+    order = list(range(n))
+    random.Random(f"{card_uuid}:{rnd}:{phase}").shuffle(order)
+    return order
+
+
+def card_uuid_on(path: str, capacity: int, slices: int = 16) -> str | None:
+    """The endurance card UUID written on the device at ``path``: the one most of the first sectors
+    of its slices (and sector 0) claim with a whole header; None when none does. Raises the I/O
+    error of a device that cannot be read."""
+    found: dict[str, int] = {}
+    buf = aligned_buffer(4096)
+    try:
+        with DataFile.open(path, write=False) as f:
+            for start in sorted({0, *(s for s, _ in slice_bounds(capacity, slices))}):
+                try:
+                    f.read_exact(memoryview(buf)[:4096], start)
+                except IO_ERRORS as e:
+                    if e.errno in GONE:
+                        raise
+                    continue
+                for u in sector_uuids(memoryview(buf)[:SECTOR]):
+                    if u is not None:
+                        found[u] = found.get(u, 0) + 1
+    finally:
+        release(buf)
+    return max(found, key=lambda u: found[u]) if found else None
+
+
+def _sys_read_only(path: str) -> bool:
+    try:
+        with open(f"/sys/block/{os.path.basename(os.path.realpath(path))}/ro") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+class Endurance:
+    """One endurance run (see the module); made by :func:`run_endurance` / :func:`resume_endurance`."""
+
+    def __init__(self, target: DeviceTarget, opts: EndureOptions, state: dict[str, Any]) -> None:
+        self.target = target
+        self.opts = opts
+        self.state = state
+        self.sectors = RoundSectors(state["card_uuid"])
+        self.bounds = slice_bounds(state["capacity_bytes"], state["options"]["slices"])
+        self.say = opts.say or (lambda line: None)
+        self.emit = opts.events or (lambda name, details: None)
+        self._last_progress = 0.0
+        self._refused: set[tuple[str, str | None]] = set()
+
+    # -- state -----------------------------------------------------------------------------------
+    def save(self) -> None:
+        save_state(self.state, self.opts.state_dir)
+
+    def document(self, error: str | None = None) -> dict[str, Any]:
+        return build_doc(self.state, error=error)
+
+    def _new_current(self, rnd: int) -> dict[str, Any]:
+        return {"round": rnd, "phase": "write", "done": [], "write_seconds": 0.0, "read_seconds": 0.0,
+                "bytes_written": 0, "bytes_read": 0, "bad": [0] * 7, "slices_redone": 0, "write_errors": 0}
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Rounds until a stop rule; returns the document (raises Interrupted with it on Ctrl-C)."""
+        st = self.state
+        try:
+            while st.get("ended") is None:
+                if self._stop_asked():
+                    st["ended"] = "interrupted"
+                    break
+                cur = st.get("current")
+                if cur is None:
+                    cur = st["current"] = self._new_current(len(st["rounds"]) + 1)
+                ended = self._round(cur)
+                if ended is not None:
+                    st["ended"] = ended
+                    break
+                if st.get("current") is None:            # the round ended
+                    st["ended"] = self._stop_rule()
+                    self.save()
+                    self.emit("round", {"round": st["rounds"][-1], "document": self.document()})
+            self.save()
+        except KeyboardInterrupt:
+            st["ended"] = "interrupted"
+            try:
+                self.save()
+            except StateError:
+                pass
+            raise Interrupted("interrupted; the state is kept: `cardbench endure --resume` goes on",
+                              partial=self.document()) from None
+        except StateError as e:
+            e.partial = self.document(error=e.message)
+            raise
+        return self.document()
+
+    def _stop_asked(self) -> bool:
+        return self.opts.stop is not None and self.opts.stop.is_set()
+
+    def _stop_rule(self) -> str | None:
+        st = self.state
+        o = st["options"]
+        last = st["rounds"][-1]
+        if last["bad_fraction"] >= o["until_bad"]:
+            return "bad_limit"
+        if o.get("rounds") is not None and len(st["rounds"]) >= o["rounds"]:
+            return "rounds"
+        if o.get("hours") is not None and st["active_seconds"] >= o["hours"] * 3600:
+            return "hours"
+        return None
+
+    def _round(self, cur: dict[str, Any]) -> str | None:
+        """Go on with the round under way (from the slices its phase has done); returns an ending
+        (read_only, dead, interrupted) or None (the round ended, or it goes on after a pause)."""
+        rnd = cur["round"]
+        n = len(self.bounds)
+        for phase in ("write", "read"):
+            if cur["phase"] != phase:
+                continue
+            for k in slice_order(self.state["card_uuid"], rnd, phase, n):
+                if k in cur["done"]:
+                    continue
+                if self._stop_asked():
+                    return "interrupted"
+                try:
+                    self._slice(cur, phase, k)
+                except _Gone as g:
+                    ending = self._pause(g.why)
+                    if ending is not None:
+                        return ending
+                    cur["slices_redone"] += 1
+                    return None        # the loop comes back to this round, its done slices kept
+                except _ReadOnly as e:
+                    self.state["error_detail"] = str(e)
+                    return "read_only"
+                cur["done"].append(k)
+                self.save()
+            if phase == "write":
+                cur["phase"], cur["done"] = "read", []
+                self.save()
+        self._end_round(cur)
+        return None
+
+    def _end_round(self, cur: dict[str, Any]) -> None:
+        st = self.state
+        cap = st["capacity_bytes"]
+        bad = bad_counts(np.array(cur["bad"]))
+        total = sum(bad.values())
+        r = {"round": cur["round"],
+             "write_bytes_per_s": round(cur["bytes_written"] / cur["write_seconds"], 1) if cur["write_seconds"] else 0.0,
+             "read_bytes_per_s": round(cur["bytes_read"] / cur["read_seconds"], 1) if cur["read_seconds"] else 0.0,
+             "write_seconds": round(cur["write_seconds"], 4), "read_seconds": round(cur["read_seconds"], 4),
+             "bytes_written": cur["bytes_written"], "bad_sectors": bad, "bad_total": total,
+             "bad_fraction": round(total / (cap // SECTOR), 9), "ended_at": _now(),
+             "slices_redone": cur["slices_redone"]}
+        st["rounds"].append(r)
+        st["current"] = None
+
+    # -- one slice -------------------------------------------------------------------------------
+    def _slice(self, cur: dict[str, Any], phase: str, k: int) -> None:
+        start, end = self.bounds[k]
+        rnd = cur["round"]
+        path = self.target.path
+        req = self.state["options"]["request_bytes"]
+        requests = [(off, min(req, end - off)) for off in range(start, end, req)]
+        depth = min(self.opts.depth, len(requests))
+        eng = QueuedEngine(depth, backend="auto" if depth > 1 else "direct")
+        try:
+            eng.open(path, write=phase == "write", direct=True)
+        except IO_ERRORS as e:
+            raise self._failure(e, phase) from None
+        bufs = AlignedBuffers(depth, req)
+        counts = np.zeros(7, dtype=np.int64)
+        failed = 0
+        done_bytes = 0
+        t_active = 0.0
+        try:
+            free = list(range(depth))
+            inflight: dict[int, tuple[int, int]] = {}
+            i = 0
+            t0 = time.perf_counter()
+            while i < len(requests) or inflight:
+                while i < len(requests) and free:
+                    b = free.pop()
+                    off, n = requests[i]
+                    i += 1
+                    view = bufs[b][:n]
+                    if phase == "write":
+                        self.sectors.fill(view, off, rnd)
+                    inflight[off] = (b, n)
+                    try:
+                        eng.submit(IoOp(phase, off, view, n))
+                    except IO_ERRORS as e:     # the direct backend does the request in submit
+                        inflight.pop(off)
+                        free.append(b)
+                        failed += self._request_failed(e, phase, off, n, counts, rnd)
+                        continue
+                try:
+                    comps = eng.reap(1)
+                except IO_ERRORS as e:
+                    if e.offset not in inflight:
+                        raise self._failure(e, phase) from None
+                    b, n = inflight.pop(e.offset)
+                    free.append(b)
+                    failed += self._request_failed(e, phase, e.offset, n, counts, rnd)
+                    continue
+                for c in comps:
+                    off = c.op.offset
+                    b, n = inflight.pop(off)
+                    if c.result != n:
+                        failed += self._request_failed(None, phase, off, n, counts, rnd)
+                    elif phase == "read":
+                        counts += self.sectors.classify(bufs[b][:n], off, rnd)
+                    done_bytes += n
+                    free.append(b)
+                    self._progress(cur, phase, done_bytes, time.perf_counter() - t0)
+            if phase == "write":
+                try:
+                    eng.sync()
+                except IO_ERRORS as e:
+                    raise self._failure(e, phase) from None
+            t_active = time.perf_counter() - t0
+        finally:
+            eng.close()
+            bufs.close()
+        if phase == "write":
+            if failed == len(requests):
+                raise _ReadOnly(f"every write of a slice failed ({shown(path)} at bytes {start}-{end})")
+            cur["write_seconds"] += t_active
+            cur["bytes_written"] += end - start
+            cur["write_errors"] += failed
+        else:
+            cur["read_seconds"] += t_active
+            cur["bytes_read"] += end - start
+            cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], counts, strict=True)]
+        self.state["active_seconds"] += t_active
+
+    def _failure(self, e: BaseException, phase: str) -> BaseException:
+        """What a failed open or flush means: the card went away, turned read-only, or (else) the
+        error as it is."""
+        err = fault_errno(e)
+        if self.target.gone(err, wait=GONE_WAIT):
+            return _Gone(f"{shown(self.target.path)}: {GONE_WORDS}")
+        if phase == "write" and (err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path)):
+            return _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
+        return e
+
+    def _request_failed(self, e: BaseException | None, phase: str, off: int, n: int, counts: np.ndarray,
+                        rnd: int) -> int:
+        """A request that failed (``e``, or a short transfer): the card gone or read-only raises;
+        a failed write counts (its sectors are judged at the read-back); a failed read is read
+        again in pieces, so only its failing sectors count as unreadable. Returns 1."""
+        err = fault_errno(e) if e is not None else errno.EIO
+        if err in GONE or self.target.gone(err, wait=GONE_WAIT):
+            raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}")
+        if phase == "write":
+            if err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path):
+                raise _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
+            return 1
+        counts += self._probe_read(off, n, rnd)
+        return 1
+
+    def _probe_read(self, off: int, n: int, rnd: int) -> np.ndarray:
+        """Read [off, off+n) again in ever smaller pieces (:data:`PROBE_PIECES`, at most
+        :data:`PROBE_SECTORS` single sectors): the counts of what could be read, and the rest
+        unreadable."""
+        counts = np.zeros(7, dtype=np.int64)
+        budget = [PROBE_SECTORS]
+        buf = aligned_buffer(PROBE_PIECES[0])
+        try:
+            with DataFile.open(self.target.path, write=False) as f:
+                self._probe(f, buf, off, n, 0, rnd, counts, budget)
+        except IO_ERRORS as e:
+            if e.errno in GONE or self.target.gone(e.errno, wait=GONE_WAIT):
+                raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") from None
+            counts[:] = 0
+            counts[UNREADABLE] = n // SECTOR
+        finally:
+            release(buf)
+        return counts
+
+    def _probe(self, f: DataFile, buf, off: int, n: int, level: int, rnd: int, counts: np.ndarray,
+               budget: list[int]) -> None:
+        piece = PROBE_PIECES[level]
+        for p in range(off, off + n, piece):
+            m = min(piece, off + n - p)
+            if piece == SECTOR:
+                if budget[0] <= 0:
+                    counts[UNREADABLE] += (off + n - p) // SECTOR
+                    return
+                budget[0] -= 1
+            view = memoryview(buf)[:m]
+            try:
+                f.read_exact(view, p)
+            except IO_ERRORS as e:
+                if e.errno in GONE:
+                    raise
+                if piece == SECTOR:
+                    counts[UNREADABLE] += 1
+                elif budget[0] < m // SECTOR and level + 1 < len(PROBE_PIECES) and \
+                        PROBE_PIECES[level + 1] == SECTOR:
+                    counts[UNREADABLE] += m // SECTOR
+                else:
+                    self._probe(f, buf, p, m, level + 1, rnd, counts, budget)
+                continue
+            counts += self.sectors.classify(view, p, rnd)
+
+    def _progress(self, cur: dict[str, Any], phase: str, done: int, seconds: float) -> None:
+        now = time.monotonic()
+        if now - self._last_progress < PROGRESS_EVERY:
+            return
+        self._last_progress = now
+        st = self.state
+        cap = st["capacity_bytes"]
+        before = cur["bytes_written"] if phase == "write" else cur["bytes_read"]
+        total = sum(r["bytes_written"] for r in st["rounds"]) + cur["bytes_written"] + (done if phase == "write" else 0)
+        last = st["rounds"][-1]["bad_fraction"] if st["rounds"] else None
+        self.emit("progress", {"round": cur["round"], "phase": phase, "done_bytes": before + done,
+                               "round_bytes": cap, "bytes_written": total,
+                               "rate_bytes_per_s": round(done / seconds, 1) if seconds > 0 else None,
+                               "bad_fraction": last, "eta_s": self._eta(cur, phase, before + done)})
+
+    def _eta(self, cur: dict[str, Any], phase: str, done: int) -> float | None:
+        """Seconds to the stop rule (rounds or hours), or None (only the bad limit can end it)."""
+        st = self.state
+        o = st["options"]
+        cands = []
+        if o.get("hours") is not None:
+            cands.append(max(0.0, o["hours"] * 3600 - st["active_seconds"]))
+        if o.get("rounds") is not None and st["rounds"]:
+            per_round = sum(r["write_seconds"] + r["read_seconds"] for r in st["rounds"]) / len(st["rounds"])
+            cap = st["capacity_bytes"]
+            frac = (done / cap / 2) if phase == "write" else 0.5 + done / cap / 2
+            cands.append(max(0.0, (o["rounds"] - len(st["rounds"]) - frac) * per_round))
+        return round(min(cands), 1) if cands else None
+
+    # -- a card that went away -------------------------------------------------------------------
+    def _pause(self, why: str) -> str | None:
+        """The card went away: wait for it (by its UUID, any device name); None when it is back
+        (the target is the new device), else the ending ("dead", "interrupted")."""
+        st = self.state
+        self.save()
+        self.emit("paused", {"why": why})
+        me = st["card_uuid"]
+        self.say(f"{why}: paused; put the card back in (any slot or reader), waiting up to "
+                 f"{self.opts.timeout:g} s")
+        cap = st["capacity_bytes"]
+        slices = st["options"]["slices"]
+
+        def refused(path: str, found: str | None) -> None:
+            if (path, found) in self._refused:
+                return
+            self._refused.add((path, found))
+            other = f"endurance card {found[:8]}" if found else "no endurance data of this run"
+            self.say(f"{path} is not the card of this run ({other}, not {me[:8]}): refused, nothing written; "
+                     "still waiting")
+
+        path = refind.wait_for_card(cap, lambda p: card_uuid_on(p, cap, slices), me, timeout=self.opts.timeout,
+                                    refused=refused, stop=self._stop_asked)
+        if path is None:
+            if self._stop_asked():
+                return "interrupted"
+            st["error_detail"] = f"the card did not come back within {self.opts.timeout:g} s"
+            return "dead"
+        self.target = open_device_target(path, whole_device=True)
+        st["device"] = path
+        self.emit("back", {"device": path})
+        self.say(f"It is back as {path}; going on with round {(st.get('current') or {}).get('round')}.")
+        return None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
+def _identity(target: DeviceTarget) -> tuple[dict | None, dict | None]:
+    dev = target.block_device()
+    if dev is None:
+        return None, None
+    card, reader = Card(), Reader()
+    identify(dev, card, reader)
+    has_reader = reader.vendor_id or reader.name or reader.transport
+    return card.to_dict(), (reader.to_dict() if has_reader else None)
+
+
+def _method(opts: EndureOptions, backend: str | None = None) -> dict[str, Any]:
+    return {"engine": "queued (io_uring)" if opts.depth > 1 else "queued (direct)", "depth": opts.depth,
+            "direct": True, "request_bytes": opts.request_bytes, "slices": opts.slices,
+            "order": "slices shuffled each round and phase by random.Random('<card_uuid>:<round>:<write|read>')",
+            "sector_layout": LAYOUT, "sync": "fsync after each slice (the write timed to stable storage)"}
+
+
+def run_endurance(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
+    """An endurance run on ``target`` (a whole block device, destroyed: the caller confirmed it):
+    the quick fake-capacity probe, then rounds until a stop rule. Returns the
+    ``cardbench.endurance/1`` document; raises :class:`Interrupted` (Ctrl-C) or
+    :class:`~cardbench.endure.state.StateError` (the host's disk) with the document so far as
+    ``partial``."""
+    if not isinstance(target, DeviceTarget):
+        raise UsageError(f"{shown(target.path)}: an endurance run needs a whole block device")
+    opts.validate()
+    card, reader = _identity(target)
+    with DataFile.open(target.path, write=False) as f:
+        sector, capacity = f.geometry()
+    if capacity < opts.slices * 4096:
+        raise TargetError(f"{shown(target.path)} is too small for {opts.slices} slices ({capacity} bytes)")
+    if sector > SECTOR and (capacity % sector or opts.request_bytes % sector):
+        raise TargetError(f"{shown(target.path)} has {sector}-byte sectors that the slices do not fit")
+    card_uuid = new_card_uuid()
+    state: dict[str, Any] = {
+        "schema": "cardbench.endure-state/1", "card_uuid": card_uuid, "record_id": uuidlib.uuid4().hex,
+        "device": target.path, "capacity_bytes": capacity, "logical_sector": sector, "started_t": time.time(),
+        "options": {"rounds": opts.rounds, "hours": opts.hours, "until_bad": opts.until_bad, "slices": opts.slices,
+                    "request_bytes": opts.request_bytes, "rated_tbw": opts.rated_tbw,
+                    "rated_video": list(opts.rated_video) if opts.rated_video else None},
+        "card": card, "reader": reader, "method": _method(opts), "rounds": [], "current": None,
+        "active_seconds": 0.0, "ended": None, "error": None}
+    if opts.probe:
+        probe = _fake_check(target, opts)
+        state["method"]["fake_check"] = probe
+        if probe.get("verdict") == "counterfeit":
+            state["ended"] = "counterfeit"
+            save_state(state, opts.state_dir)
+            return build_doc(state)
+    save_state(state, opts.state_dir)
+    with target_lock(target.lock_key, label=target.path):
+        return Endurance(target, opts, state).run()
+
+
+def _fake_check(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
+    """The quick fake-capacity probe (destructive: the run writes everything anyway)."""
+    say = opts.say or (lambda line: None)
+    say("Checking for fake capacity first (the quick probe)...")
+    doc = verify_device(target, destructive=True)
+    return {"verdict": doc.get("verdict"), "kind": doc.get("kind"), "usable_bytes": doc.get("usable_bytes"),
+            "verify_id": doc.get("id")}
+
+
+def find_state(target: DeviceTarget | None, state_dir: str | os.PathLike | None = None,
+               ) -> tuple[dict[str, Any], str]:
+    """The saved, unfinished state to go on with, and the card's device path now. With a
+    ``target``: the state of the card on it (UsageError, one line, when it holds none saved here,
+    or another card's); without: the one unfinished run on this host (its card found by its UUID
+    among the block devices)."""
+    states = saved_states(state_dir)
+    if target is not None:
+        with DataFile.open(target.path, write=False) as f:
+            capacity = f.geometry()[1]
+        try:
+            on_card = card_uuid_on(target.path, capacity)
+        except IO_ERRORS as e:
+            raise TargetError(f"{shown(target.path)}: cannot read it ({e})") from None
+        mine = [s for s in states if s["card_uuid"] == on_card]
+        if not mine:
+            if on_card is not None and load_state(on_card, state_dir) is not None:
+                raise UsageError(f"the endurance run of {shown(target.path)} (card {on_card[:8]}) has ended; "
+                                 "nothing to resume")
+            if not states:
+                raise UsageError("no endurance run to resume: this host has no saved state")
+            others = ", ".join(f"{s['card_uuid'][:8]} ({s['device']})" for s in states)
+            held = f"card {on_card[:8]}" if on_card else "no endurance data"
+            raise UsageError(f"{shown(target.path)} is not the card of a saved endurance run ({held}; saved: "
+                             f"{others}): refused, nothing written")
+        return mine[0], target.path
+    if not states:
+        raise UsageError("no endurance run to resume: this host has no saved state")
+    if len(states) > 1:
+        others = ", ".join(f"{s['card_uuid'][:8]} ({s['device']})" for s in states)
+        raise UsageError(f"{len(states)} endurance runs can be resumed ({others}): name the DEVICE")
+    st = states[0]
+    cap = st["capacity_bytes"]
+    found = refind.candidates(cap, lambda p: card_uuid_on(p, cap, st["options"]["slices"]))
+    for name, (_devno, u) in found.items():
+        if u == st["card_uuid"]:
+            return st, f"/dev/{name}"
+    raise UsageError(f"card {st['card_uuid'][:8]} of the saved endurance run ({st['device']}) is not here: put it "
+                     "in and run `cardbench endure --resume` again")
+
+
+def resume_endurance(target: DeviceTarget | None, opts: EndureOptions) -> dict[str, Any]:
+    """Go on with a saved endurance run (see :func:`find_state`): its own options, with the stop
+    rules ``rounds`` and ``hours`` replaced where ``opts`` gives them. Returns the document as
+    :func:`run_endurance` does."""
+    opts.validate()
+    state, path = find_state(target, opts.state_dir)
+    if target is None or target.path != path:
+        target = open_device_target(path, whole_device=True)
+    if opts.rounds is not None:
+        state["options"]["rounds"] = opts.rounds
+    if opts.hours is not None:
+        state["options"]["hours"] = opts.hours
+    state["ended"] = None
+    state["device"] = target.path
+    if state.get("current") is not None:
+        state["current"]["slices_redone"] += 1      # the slice under way when it stopped
+    if _sys_read_only(target.path):
+        state["ended"] = "read_only"
+        save_state(state, opts.state_dir)
+        return build_doc(state)
+    save_state(state, opts.state_dir)
+    with target_lock(target.lock_key, label=target.path):
+        return Endurance(target, opts, state).run()
+
+
+def saved_run_on(target: DeviceTarget, state_dir: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The unfinished run saved on this host whose card is ``target`` (None: none), for a plain
+    ``cardbench endure DEVICE`` that goes on with it."""
+    try:
+        with DataFile.open(target.path, write=False) as f:
+            capacity = f.geometry()[1]
+        u = card_uuid_on(target.path, capacity)
+    except (*IO_ERRORS, OSError):
+        return None
+    st = load_state(u, state_dir) if u else None
+    return st if st is not None and not st.get("ended") else None
+
+
+__all__ = ["CLASSES", "ENDINGS", "EndureOptions", "Endurance", "card_uuid_on", "find_state", "resume_endurance",
+           "run_endurance", "saved_run_on", "slice_bounds", "slice_order", "state_path"]
