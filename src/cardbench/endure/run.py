@@ -182,6 +182,14 @@ class Endurance:
         self.emit = opts.events or (lambda name, details: None)
         self._last_progress = 0.0
         self._refused: set[tuple[str, str | None]] = set()
+        self._bufs: AlignedBuffers | None = None
+        self._unread_whole = False
+
+    def _buffers(self, size: int) -> AlignedBuffers:
+        """The run's request buffers (``depth`` of ``size`` bytes), made once."""
+        if self._bufs is None:
+            self._bufs = AlignedBuffers(self.opts.depth, size)
+        return self._bufs
 
     # -- state -----------------------------------------------------------------------------------
     def save(self) -> None:
@@ -226,6 +234,9 @@ class Endurance:
         except StateError as e:
             e.partial = self.document(error=e.message)
             raise
+        finally:
+            release(self._bufs)
+            self._bufs = None
         return self.document()
 
     def _stop_asked(self) -> bool:
@@ -272,6 +283,7 @@ class Endurance:
             if phase == "write":
                 cur["phase"], cur["done"] = "read", []
                 self.save()
+                self.emit("reading", {"round": rnd})
         self._end_round(cur)
         return None
 
@@ -303,9 +315,10 @@ class Endurance:
             eng.open(path, write=phase == "write", direct=True)
         except IO_ERRORS as e:
             raise self._failure(e, phase) from None
-        bufs = AlignedBuffers(depth, req)
+        bufs = self._buffers(req)
         counts = np.zeros(7, dtype=np.int64)
         failed = 0
+        self._unread_whole = False
         done_bytes = 0
         t_active = 0.0
         try:
@@ -318,7 +331,7 @@ class Endurance:
                     b = free.pop()
                     off, n = requests[i]
                     i += 1
-                    view = bufs[b][:n]
+                    view = bufs[b] if n == req else bufs[b][:n]
                     if phase == "write":
                         self.sectors.fill(view, off, rnd)
                     inflight[off] = (b, n)
@@ -356,14 +369,17 @@ class Endurance:
             t_active = time.perf_counter() - t0
         finally:
             eng.close()
-            bufs.close()
         if phase == "write":
+            if failed and self.target.gone(errno.EIO, wait=GONE_WAIT):
+                raise _Gone(f"{shown(path)}: {GONE_WORDS}")
             if failed == len(requests):
                 raise _ReadOnly(f"every write of a slice failed ({shown(path)} at bytes {start}-{end})")
             cur["write_seconds"] += t_active
             cur["bytes_written"] += end - start
             cur["write_errors"] += failed
         else:
+            if self._unread_whole and self.target.gone(errno.EIO, wait=GONE_WAIT):
+                raise _Gone(f"{shown(path)}: {GONE_WORDS}")
             cur["read_seconds"] += t_active
             cur["bytes_read"] += end - start
             cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], counts, strict=True)]
@@ -385,13 +401,16 @@ class Endurance:
         a failed write counts (its sectors are judged at the read-back); a failed read is read
         again in pieces, so only its failing sectors count as unreadable. Returns 1."""
         err = fault_errno(e) if e is not None else errno.EIO
-        if err in GONE or self.target.gone(err, wait=GONE_WAIT):
+        if err in GONE or self.target.gone(err):
             raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}")
         if phase == "write":
             if err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path):
                 raise _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
             return 1
-        counts += self._probe_read(off, n, rnd)
+        found = self._probe_read(off, n, rnd)
+        if found[UNREADABLE] == n // SECTOR:
+            self._unread_whole = True       # a pulled card fails with EIO before it leaves sysfs
+        counts += found
         return 1
 
     def _probe_read(self, off: int, n: int, rnd: int) -> np.ndarray:
@@ -405,7 +424,7 @@ class Endurance:
             with DataFile.open(self.target.path, write=False) as f:
                 self._probe(f, buf, off, n, 0, rnd, counts, budget)
         except IO_ERRORS as e:
-            if e.errno in GONE or self.target.gone(e.errno, wait=GONE_WAIT):
+            if e.errno in GONE or self.target.gone(e.errno):
                 raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") from None
             counts[:] = 0
             counts[UNREADABLE] = n // SECTOR
@@ -549,6 +568,10 @@ def run_endurance(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
                     "rated_video": list(opts.rated_video) if opts.rated_video else None},
         "card": card, "reader": reader, "method": _method(opts), "rounds": [], "current": None,
         "active_seconds": 0.0, "ended": None, "error": None}
+    if _sys_read_only(target.path):
+        state["ended"] = "read_only"
+        save_state(state, opts.state_dir)
+        return build_doc(state)
     if opts.probe:
         probe = _fake_check(target, opts)
         state["method"]["fake_check"] = probe
