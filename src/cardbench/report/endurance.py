@@ -18,6 +18,7 @@ from typing import Any
 from cardbench.kinds.endurance import CLASS_WORDS, CLASSES, bad_by_class, card_name
 from cardbench.kinds.shapes import is_number, obj, seq
 from cardbench.report.svg import FONT, PALETTE, esc, nice_step
+from cardbench.report.terminal import Col, fit_table
 from cardbench.units import fmt_size, rate_in
 
 #: a class's own colour in the one-card chart
@@ -292,3 +293,43 @@ def render_endurance(doc: dict, *, rate_unit: str = "MB/s") -> str:
                      f"{_rate(r.get('read_bytes_per_s'), rate_unit)} {rate_unit}")
     lines.append(f"  ended: {_ended(doc)}")
     return "\n".join(lines) + "\n"
+
+
+def _eta(seconds: Any) -> str:
+    s = _num(seconds)
+    if s is None:
+        return "-"
+    if s >= 86400:
+        return f"{s / 86400:.1f} d"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def live_cells(row: dict, rate_unit: str = "MB/s") -> list[str]:
+    """One card's cells of the live table (a row of :func:`cardbench.endure.many.CardRow.as_dict`)."""
+    written = _num(row.get("bytes_written"))
+    bad = _num(row.get("bad_fraction"))
+    rate = _num(row.get("rate_bytes_per_s"))
+    state = str(row.get("state") or "")
+    if state in ("ended", "failed"):
+        doing = str(row.get("ended") or "failed").replace("_", " ")
+    elif state == "paused":
+        doing = "paused: " + str(row.get("error") or "card gone")
+    else:
+        doing = state
+    return [str(row.get("label") or row.get("device") or "?"), f"{row.get('round') or 0:,}",
+            "-" if written is None else f"{written / 1e12:.4f}",
+            "-" if rate is None or state in ("ended", "failed") else f"{rate_in(rate, rate_unit):.3g}",
+            "-" if bad is None else f"{bad * 100:.3g}%", "-" if state in ("ended", "failed") else _eta(row.get("eta_s")),
+            doing]
+
+
+def live_table(rows: list[dict], *, width: int = 80, rate_unit: str = "MB/s"):
+    """The live table of many cards at once (a rich Table that fits ``width``): card, round, TB
+    written, the rate of the phase under way, bad sectors (share of the card, last round), the
+    time to the stop rule, and what it does."""
+    cols = [Col("Card", squeeze=True), Col("Round", right=True, wrap=False), Col("TB written", right=True),
+            Col(f"Rate {rate_unit}", right=True), Col("Bad", right=True, wrap=False), Col("ETA", right=True, drop=2),
+            Col("Now", drop=1, squeeze=True)]
+    return fit_table(cols, [live_cells(r, rate_unit) for r in rows], width, title=f"Endurance: {len(rows)} cards")

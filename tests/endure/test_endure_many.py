@@ -1,0 +1,130 @@
+"""Issue 31, section 3: many cards at once. Four emulated cards (real loop devices behind FUSE
+servers) endure at once from one call, each in its own thread; each round of each card is stored
+in a real SQLite file as it ends; Ctrl-C stops all four cleanly, each document ended
+"interrupted" and stored; four throttled cards each keep the speed they have alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+
+import pytest
+
+from cardbench.emulate import CardSpec, EmulatedCard
+from cardbench.endure import EndureOptions, run_endurance
+from cardbench.endure.many import endure_many
+from cardbench.record import record
+from cardbench.report.endurance import live_table
+from cardbench.report.terminal import to_text
+from cardbench.store import open_store
+from cardbench.target import open_device_target
+from endure_helpers import needs_emulator
+
+pytestmark = [needs_emulator, pytest.mark.slow]
+
+MiB = 1 << 20
+#: an unusual size (no other test's emulated cards are 21 MiB)
+SIZE = 21 * MiB
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
+
+
+def cards(stack: ExitStack, n: int = 4, **kw) -> list[EmulatedCard]:
+    rates = {"write_rate": 10e9, "read_rate": 10e9, **kw}
+    return [stack.enter_context(EmulatedCard(CardSpec(size=SIZE, name=f"many{i}", **rates))) for i in range(n)]
+
+
+def test_four_cards_endure_at_once_each_round_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    db = str(tmp_path / "a.db")
+    saved: list[dict] = []
+    shown: list[str] = []
+
+    def save(doc: dict) -> None:
+        saved.append(doc)
+        assert record(doc, db).stored
+
+    with ExitStack() as stack:
+        emulated = cards(stack)
+        targets = [open_device_target(c.device, whole_device=True) for c in emulated]
+        opts = EndureOptions(rounds=3, state_dir=str(tmp_path / "state"))
+        result = endure_many(targets, opts, save=save,
+                             show=lambda rows: shown.append(to_text([live_table([r.as_dict() for r in rows])], 80)))
+    assert not result.interrupted and len(result.docs) == 4
+    assert [r.device for r in result.rows] == [c.device for c in emulated]
+    for row, doc in zip(result.rows, result.docs, strict=True):
+        assert row.state == "ended" and row.ended == "rounds" and row.round == 3
+        assert doc["complete"] and doc["ended"] == "rounds" and doc["device"] == row.device
+        assert [r["round"] for r in doc["rounds"]] == [1, 2, 3] and doc["bytes_written"] == 3 * SIZE
+        assert doc["method"]["fake_check"]["verdict"] == "genuine"
+    # each card's rounds were saved as they ended (3 round documents, then the last), one record each
+    for doc in result.docs:
+        mine = [d for d in saved if d["id"] == doc["id"]]
+        assert [len(d["rounds"]) for d in mine] == [1, 2, 3, 3] and mine[-1] == doc
+    assert len({d["card_uuid"] for d in result.docs}) == 4
+    with open_store(db) as st:
+        stored = st.records("endurance")
+    assert sorted(d["id"] for d in stored) == sorted(d["id"] for d in result.docs)
+    assert all(d["complete"] and len(d["rounds"]) == 3 for d in stored)
+    # the live table: every card, at 80 columns
+    last = shown[-1]
+    assert max(len(x) for x in last.splitlines()) <= 80 and last.count("rounds") == 4, last
+
+
+def test_ctrl_c_stops_every_card_cleanly_each_document_stored(tmp_path):
+    db = str(tmp_path / "a.db")
+    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "data"))
+    env.pop("CARDBENCH_DB", None)
+    with ExitStack() as stack:
+        emulated = cards(stack, write_rate=40e6, read_rate=80e6)     # a round: ~0.8 s
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "many_child.py"), db, str(tmp_path / "state"),
+                                 *[c.device for c in emulated]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        try:
+            seen: set[str] = set()
+            deadline = time.monotonic() + 120
+            while len(seen) < 4:                   # every card has stored a round
+                line = proc.stdout.readline()
+                assert line and time.monotonic() < deadline, proc.stderr.read()
+                if line.startswith("round "):
+                    seen.add(line.split()[2])
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err
+    end = json.loads(out.strip().splitlines()[-1])
+    assert end["interrupted"] and len(end["cards"]) == 4
+    assert all(c["state"] == "ended" and c["ended"] == "interrupted" and c["rounds"] >= 1 for c in end["cards"])
+    with open_store(db) as st:
+        stored = st.records("endurance")
+    assert len(stored) == 4 and {d["ended"] for d in stored} == {"interrupted"}
+    assert all(not d["complete"] for d in stored)
+    assert "Traceback" not in err
+
+
+def test_four_throttled_cards_at_once_keep_their_speed_alone(tmp_path):
+    """Threads are enough: each of four cards paced at 30/60 MB/s keeps (at least 80% of) the rate
+    it has alone."""
+    rates = {"write_rate": 30e6, "read_rate": 60e6}
+    with ExitStack() as stack:
+        emulated = cards(stack, **rates)
+        alone = run_endurance(open_device_target(emulated[0].device, whole_device=True),
+                              EndureOptions(rounds=2, state_dir=str(tmp_path / "s0"), probe=False))
+        together = endure_many([open_device_target(c.device, whole_device=True) for c in emulated],
+                               EndureOptions(rounds=2, state_dir=str(tmp_path / "s1"), probe=False))
+    w0 = alone["rounds"][-1]["write_bytes_per_s"]
+    r0 = alone["rounds"][-1]["read_bytes_per_s"]
+    figures = [(d["rounds"][-1]["write_bytes_per_s"], d["rounds"][-1]["read_bytes_per_s"]) for d in together.docs]
+    print(f"alone: write {w0 / 1e6:.1f} MB/s, read {r0 / 1e6:.1f} MB/s; four at once: "
+          + ", ".join(f"{w / 1e6:.1f}/{r / 1e6:.1f}" for w, r in figures))
+    assert w0 > 0.8 * rates["write_rate"] and r0 > 0.8 * rates["read_rate"]
+    for w, r in figures:
+        assert w >= 0.8 * w0 and r >= 0.8 * r0, (w0, r0, figures)
