@@ -49,9 +49,17 @@ def _fraction(r: dict) -> float | None:
 
 
 def _labels(docs: list[dict]) -> list[str]:
+    """Each card's name; where two read the same, with its device (else its date and id)."""
     names = [card_name(d) for d in docs]
-    return [f"{n} ({str(d.get('created_at') or '')[:10]})" if names.count(n) > 1 else n
-            for n, d in zip(names, docs, strict=True)]
+    out = []
+    for n, d in zip(names, docs, strict=True):
+        if names.count(n) > 1:
+            twins = [x.get("device") for m, x in zip(names, docs, strict=True) if m == n]
+            dev = d.get("device")
+            n += f" ({dev})" if dev and twins.count(dev) == 1 else \
+                f" ({str(d.get('created_at') or '')[:10]}, {str(d.get('id') or '')[:6]})"
+        out.append(n)
+    return out
 
 
 def endurance_chart(docs: list[dict], *, rate_unit: str = "MB/s", width: int = 960, chart_id: str = "endurance-chart",
@@ -179,10 +187,23 @@ def endurance_chart(docs: list[dict], *, rate_unit: str = "MB/s", width: int = 9
                               if is_number(m.get("bad_fraction")) or m.get("bad_fraction") is None)
             said = "; ".join(f"{m.get('what')} ({fmt_size(m['bytes_written']) if is_number(m.get('bytes_written')) else '?'}"
                              " written)" for m in ms)
+            tx, anchor = (x + 7, "start") if x + 7 + 6 * len(short) < width - 2 else (x - 7, "end")
             out.append(f'<g class="milestone"><path d="M{x:.1f},{y - 7:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},'
                        f'{y + 7:.1f} L{x - 5:.1f},{y:.1f} Z" fill="#fff" stroke="{color}" stroke-width="1.8"/>'
-                       f'<text x="{x + 7:.1f}" y="{y + 12:.1f}" font-size="10.5" fill="{color}">{esc(short)}</text>'
-                       f"<title>{esc(name)}, round {round_no:g}: {esc(said)}</title></g>")
+                       f'<text x="{tx:.1f}" y="{y + 12:.1f}" font-size="10.5" fill="{color}" text-anchor="{anchor}">'
+                       f"{esc(short)}</text><title>{esc(name)}, round {round_no:g}: {esc(said)}</title></g>")
+        # an ending that is a finding (read-only, dead) marked where the card's line stops
+        ended = d.get("ended")
+        if ended in ("read_only", "dead") and rs:
+            f = _fraction(rs[-1]) or 0.0
+            x, y = px(rs[-1]["round"]), py_bad(f)
+            words = str(ended).replace("_", "-")
+            tx, anchor = (x + 8, "start") if x + 8 + 6 * len(words) < width - 2 else (x - 8, "end")
+            out.append(f'<g class="ending"><path d="M{x - 5:.1f},{y - 5:.1f} L{x + 5:.1f},{y + 5:.1f} M{x - 5:.1f},'
+                       f'{y + 5:.1f} L{x + 5:.1f},{y - 5:.1f}" stroke="{color}" stroke-width="2.2"/>'
+                       f'<text x="{tx:.1f}" y="{y - 8:.1f}" font-size="10.5" fill="{color}" text-anchor="{anchor}">'
+                       f"{esc(words)}</text><title>{esc(name)}: {esc(words)} after round {rs[-1]['round']:g}</title>"
+                       "</g>")
         ly = bad_y0 + 56 + 18 * (k // 2)
         lx = left + (k % 2) * (plot_w / 2)
         label = name if len(name) <= 52 else name[:51] + "…"
@@ -278,7 +299,8 @@ def endurance_section(docs: list[dict], *, rate_unit: str = "MB/s", chart_id: st
 def render_endurance(doc: dict, *, rate_unit: str = "MB/s") -> str:
     """Plain text of one run (what `cardbench endure` prints at its end): the answer, the
     milestones, how it ended."""
-    lines = [f"{card_name(doc)}: {doc.get('answer') or ''}"]
+    name, answer = card_name(doc), str(doc.get("answer") or "")
+    lines = [answer if answer.startswith(name) else f"{name}: {answer}"]
     words = rated_words(doc)
     if words:
         lines.append(f"  {words}")
