@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cardbench.cli.emulate_cmd import emulate
 from cardbench.errors import UsageError
-from emulate_helpers import assert_gone, dio_read, needs_emulator
+from emulate_helpers import assert_gone, dio_read, dio_write, needs_emulator
 
 pytestmark = needs_emulator
 
@@ -80,3 +80,29 @@ def test_cli_errors_are_cardbench_errors(cli):
     r = cli("start", "--name", "twice", "--size", "1MiB")
     assert isinstance(r.exception, UsageError) and "already running" in str(r.exception)
     assert os.path.isdir(os.environ["CARDBENCH_EMULATE_ROOT"])
+
+
+def test_cli_wear_fields_start_set_and_show(cli):
+    r = cli("start", "--name", "worn", "--size", "4MiB", "--write-rate", "1000MB/s", "--read-rate", "1000MB/s",
+            "--wear-cycles", "1", "--wear-spread", "0", "--wear-block", "128KiB", "--wear-mode", "ff",
+            "--wear-readonly-at", "0.5")
+    assert r.exit_code == 0, (r.output, r.exception)
+    device = r.output.strip()
+    w = json.loads(cli("wear", "worn", "--json").output)
+    assert (w["blocks"], w["block"], w["limits"], w["mode"], w["readonly_after"]) == (32, 128 * 1024, [[1, 32]], "ff", 16)
+    block = b"\x5a" * (128 * 1024)
+    dio_write(device, 0, block)
+    dio_write(device, 0, block)                # the second write wears block 0: it reads as all FF
+    assert dio_read(device, 0, 4096) == b"\xff" * 4096
+    out = cli("wear", "worn").output
+    assert "32 wear blocks of 128.0 KiB, 1 write each" in out and "1 blocks worn" in out
+    assert "first worn: block 0 in pass 2; worn blocks: 32 by pass 2" in out
+    assert "1 of 32 blocks worn" in cli("status", "worn").output
+    r = cli("set", "worn", "--wear-cycles", "none", "--json")
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert json.loads(r.output)["wear"] is None
+    assert dio_read(device, 0, 4096) == block[:4096]      # the write before it wore landed
+    r = cli("set", "worn", "--wear-mode", "melt")
+    assert r.exit_code == 2 and "melt" in r.output
+    r = cli("set", "worn", "--wear-cycles", "0")
+    assert isinstance(r.exception, UsageError) and "wear_cycles must be" in str(r.exception)

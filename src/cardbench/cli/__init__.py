@@ -232,6 +232,7 @@ _COMMANDS = [
     ("cardbench.cli.demo_cmd", "demo"),
     ("cardbench.cli.verify_cmd", "verify"),
     ("cardbench.cli.pulltest_cmd", "pulltest"),
+    ("cardbench.cli.endure_cmd", "endure"),
     ("cardbench.cli.sync_cmd", "sync"),
     ("cardbench.cli.drawer_cmd", "drawer"),
     ("cardbench.cli.serve_cmd", "serve"),

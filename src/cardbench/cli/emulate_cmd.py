@@ -14,8 +14,9 @@ import click
 
 from cardbench.cli import params
 from cardbench.emulate import CardSpec, manage
+from cardbench.emulate.spec import WEAR_MODES
 from cardbench.errors import UsageError
-from cardbench.report.emulate import render_emulate_status
+from cardbench.report.emulate import render_emulate_status, render_wear
 from cardbench.units import UnitError, parse_size
 
 
@@ -32,6 +33,53 @@ def _errors(ctx, param, values: tuple[str, ...]) -> list[tuple[int, int, str]]:
             raise click.BadParameter(str(e)) from None
         out.append((start, end, parts[2] if len(parts) == 3 else "both"))
     return out
+
+
+def _count_or_none(ctx, param, value: str | None) -> int | str | None:
+    """A whole number, or ``none`` (kept as the string "none": turn it off)."""
+    if value is None or value.strip().lower() in ("none", "off"):
+        return None if value is None else "none"
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"wants a whole number or none, got {value!r}") from None
+
+
+def _fraction_or_none(ctx, param, value: str | None) -> float | str | None:
+    """A number, or ``none`` (kept as the string "none")."""
+    if value is None or value.strip().lower() in ("none", "off"):
+        return None if value is None else "none"
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter(f"wants a number from 0 to 1 or none, got {value!r}") from None
+
+
+def wear_options(fn):
+    """The wear model's options (see CardSpec), shared by start and set."""
+    for option in reversed((
+        click.option("--wear-cycles", callback=_count_or_none, metavar="N|none",
+                     help="Wear: the mean number of writes a wear block survives (none: no wear)."),
+        click.option("--wear-spread", type=float,
+                     help="Wear: the limits spread uniformly this fraction (0-1) around the mean."),
+        click.option("--wear-seed", type=int, help="Wear: the seed of the limits."),
+        click.option("--wear-block", callback=params.size_or_zero,
+                     help="Wear: the wear block, e.g. 64KiB (0: the AU, else 64 KiB)."),
+        click.option("--wear-mode", type=click.Choice(WEAR_MODES),
+                     help="Wear: what a worn block does: writes dropped (stale), EIO, reads all FF, writes "
+                          "land elsewhere (misplace), the card turns read-only, or mixed."),
+        click.option("--wear-readonly-at", callback=_fraction_or_none, metavar="FRACTION|none",
+                     help="Wear: the card turns read-only once this fraction of its blocks is worn."),
+    )):
+        fn = option(fn)
+    return fn
+
+
+def _wear_settings(wear_cycles, wear_spread, wear_seed, wear_block, wear_mode, wear_readonly_at) -> dict:
+    """The wear options given, as CardSpec fields ("none" -> None)."""
+    given = {"wear_cycles": wear_cycles, "wear_spread": wear_spread, "wear_seed": wear_seed,
+             "wear_block": wear_block, "wear_mode": wear_mode, "wear_readonly_at": wear_readonly_at}
+    return {k: (None if v == "none" else v) for k, v in given.items() if v is not None}
 
 
 @click.group("emulate", epilog=params.examples(
@@ -76,10 +124,12 @@ def emulate() -> None:
 @click.option("--gc", "gc_seconds", default="0", show_default=True, callback=params.seconds_or_zero,
               help="A garbage collection: each AU opened past --open-aus costs this, e.g. 20ms.")
 @click.option("--fat-aus", type=int, default=0, show_default=True, help="The first N AUs are FAT-tuned.")
+@wear_options
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, cache_size, cache_rate,
               cache_idle, ceiling, volatile_cache, drain_rate, flush, errors, au, page, au_cross, page_cross,
-              open_aus, gc_seconds, fat_aus, as_json):
+              open_aus, gc_seconds, fat_aus, wear_cycles, wear_spread, wear_seed, wear_block, wear_mode,
+              wear_readonly_at, as_json):
     """Start an emulated card; prints its loop device. It runs until `cardbench emulate stop NAME`."""
 
     spec = CardSpec(size=size, write_rate=write_rate, read_rate=read_rate, latency=latency, real_size=real_size,
@@ -87,7 +137,8 @@ def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, 
                     errors=errors, name=name, volatile_bytes=volatile_cache or 0,
                     drain_rate=drain_rate if volatile_cache else None, flush=flush or "honest",
                     au_bytes=au or 0, page_bytes=page or 0, au_cross=au_cross,
-                    page_cross=page_cross, open_aus=open_aus, gc_seconds=gc_seconds, fat_aus=fat_aus)
+                    page_cross=page_cross, open_aus=open_aus, gc_seconds=gc_seconds, fat_aus=fat_aus,
+                    **_wear_settings(wear_cycles, wear_spread, wear_seed, wear_block, wear_mode, wear_readonly_at))
     st = manage.start(spec, ceiling=ceiling)
     if as_json:
         click.echo(json.dumps(st, indent=2))
@@ -114,12 +165,14 @@ def start_cmd(name, size, write_rate, read_rate, latency, real_size, fake_mode, 
               help="Replace the EIO ranges (repeatable).")
 @click.option("--clear-errors", is_flag=True, help="Remove all EIO ranges.")
 @click.option("--paced/--unpaced", default=None, help="Unpaced: full speed (e.g. while formatting).")
+@wear_options
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_idle, ceiling, volatile_cache,
-            drain_rate, flush, errors, clear_errors, paced, as_json):
+            drain_rate, flush, errors, clear_errors, paced, wear_cycles, wear_spread, wear_seed, wear_block,
+            wear_mode, wear_readonly_at, as_json):
     """Change settings of a running emulated card."""
 
-    settings: dict = {}
+    settings: dict = _wear_settings(wear_cycles, wear_spread, wear_seed, wear_block, wear_mode, wear_readonly_at)
     for key, value in (("write_rate", write_rate), ("read_rate", read_rate), ("latency", latency),
                        ("cache_bytes", cache_size), ("cache_rate", cache_rate), ("cache_idle", cache_idle),
                        ("paced", paced), ("volatile_bytes", volatile_cache), ("drain_rate", drain_rate),
@@ -139,6 +192,19 @@ def set_cmd(name, write_rate, read_rate, latency, cache_size, cache_rate, cache_
         click.echo(json.dumps(st, indent=2))
     else:
         click.echo(render_emulate_status([st]), nl=False)
+
+
+@emulate.command("wear")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the wear model's truth as JSON.")
+def wear_cmd(name, as_json):
+    """The wear model of an emulated card: its limits, the worn blocks, read-only or not."""
+
+    w = manage.wear(name)
+    if as_json:
+        click.echo(json.dumps(w, indent=2))
+    else:
+        click.echo(render_wear(name, w), nl=False)
 
 
 @emulate.command("yank")

@@ -2,7 +2,8 @@
 
 Used by cardbench's own tests and by the demo, so that a benchmark can be checked against a
 card whose true behaviour is known: rates, latency, a reader's ceiling, fake capacity
-(wraparound or dropped writes), an SLC-like write cache, I/O errors and yanking.
+(wraparound or dropped writes), an SLC-like write cache, I/O errors, yanking, and wear (blocks
+that fail after a known number of writes, :mod:`cardbench.emulate.wear`).
 
 Design
 ------

@@ -14,11 +14,13 @@ status         card (optional)                                        status (re
 set            card, settings {write_rate, read_rate, latency,        status (card)
                cache_bytes, cache_rate, cache_idle, errors, paced,
                turnaround, volatile_bytes, drain_rate, flush,
-               pull_damage}
+               pull_damage, wear_cycles, wear_spread, wear_seed,
+               wear_block, wear_mode, wear_readonly_at}
 set_reader     ceiling (bytes/s or null)                              status (reader)
 yank           card                                                   status (card)
 pull           card (loses the volatile cache, then as yank)          status (card), lost_now
 reinsert       card (answers again, with what it kept)                status (card)
+wear           card, full (bool: per-block arrays too)                wear (the wear model's truth)
 add_card       spec (CardSpec.to_json())                              path of the card file
 remove_card    card
 shutdown       (detach our loop devices, unmount; server then exits)

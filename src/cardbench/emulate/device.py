@@ -481,7 +481,9 @@ class EmulatedCard:
     def set(self, **settings: Any) -> dict[str, Any]:
         """Change settings while running: write_rate, read_rate (bytes/s), latency (s),
         cache_bytes, cache_rate, cache_idle, errors ([(start, end, kind)]), paced (bool),
-        turnaround (s, reader-wide). Returns the card status."""
+        turnaround (s, reader-wide), volatile_bytes, drain_rate, flush, pull_damage, and the
+        wear fields (wear_cycles, wear_spread, wear_seed, wear_block, wear_mode,
+        wear_readonly_at: see :class:`CardSpec`). Returns the card status."""
         settings = validate_settings(settings)
         if "errors" in settings:
             settings["errors"] = [e.to_list() for e in settings["errors"]]
@@ -519,8 +521,11 @@ class EmulatedCard:
     def reinsert(self, *, read_only: bool = False) -> str:
         """Put the pulled card back, with the data it kept: it answers again, on a new loop
         device (when the old one is still held open, under another name); ``read_only``: as a
-        card whose write-protect switch slid, or that turned itself read-only. Returns the device."""
-        self.reader.call("reinsert", card=self.name)
+        card whose write-protect switch slid, or that turned itself read-only. A card its wear
+        model turned read-only comes back read-only by itself (as a card's write-protect bit
+        would show it). Returns the device."""
+        st = self.reader.call("reinsert", card=self.name)["status"]
+        read_only = read_only or bool((st.get("wear") or {}).get("read_only"))
         path = os.path.join(self.reader.mountpoint, self.name)
         info = system.loop_info(self._device) if self._device is not None else None
         if info is not None and info.backing_file == path and not _autoclearing(info.device):
@@ -534,9 +539,28 @@ class EmulatedCard:
             self.reader._save_state()
         return device
 
+    def wear(self, *, full: bool = False) -> dict[str, Any]:
+        """The truth of the card's wear model (UsageError if it has none; see :class:`CardSpec`).
+
+        ``cycles``, ``spread``, ``seed``, ``mode``, ``readonly_at``: the settings;
+        ``block`` (bytes, the one in effect), ``blocks``, ``last_block`` (bytes of the last one);
+        ``limits``: ``[[limit, blocks], ...]`` ascending: that many blocks survive ``limit``
+        whole writes and wear out by the first write into them in pass ``limit + 1``, so after
+        pass N the worn blocks number the sum of ``blocks`` over ``limit < N``;
+        ``first_block`` / ``first_limit``: the (lowest-numbered) block with the lowest limit;
+        ``readonly_after``: worn blocks that turn the card read-only (None: never);
+        ``passes``: bytes written / kept bytes; ``cycles_min`` / ``cycles_max``: per block;
+        ``worn``: worn blocks now; ``worn_blocks``: their numbers (the first 1000);
+        ``read_only``; ``worn_requests`` (requests that touched a worn block), ``refused``
+        (writes refused read-only); ``misplace_shift`` (bytes a misplaced write moves);
+        ``modes`` (``"mixed"``: blocks per mode). ``full``: also ``block_limits``,
+        ``block_cycles``, ``block_modes`` (lists, one item a block) and every worn block."""
+        return self.reader.call("wear", card=self.name, full=full)["wear"]
+
     def status(self) -> dict[str, Any]:
         """Settings plus ``counters`` (reads, writes, bytes_read, bytes_written, bytes_cached,
-        bytes_dropped, bytes_wrapped, eio), ``cache_left``, ``busy_seconds`` and ``device``."""
+        bytes_dropped, bytes_wrapped, eio, erofs, ...), ``cache_left``, ``busy_seconds``,
+        ``wear`` (None, or block, blocks, worn, read_only, passes) and ``device``."""
         st = self.reader.call("status", card=self.name)["status"]
         st["device"] = self._device
         return st

@@ -107,6 +107,11 @@ def set_card(name: str, root: str | os.PathLike | None = None, **settings: Any) 
     return st
 
 
+def wear(name: str, root: str | os.PathLike | None = None, *, full: bool = False) -> dict[str, Any]:
+    """The truth of the named card's wear model (see :meth:`EmulatedCard.wear`)."""
+    return open_reader(name, root).cards[name].wear(full=full)
+
+
 def yank(name: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
     """From now on every I/O on the named card fails with EIO."""
     reader = open_reader(name, root)

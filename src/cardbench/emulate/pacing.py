@@ -36,19 +36,26 @@ seconds are added after the turnaround credit and counted from the request's arr
 earliest, so they are never credited away: the answer comes at least that much after the request
 (a loaded machine only adds to it).
 
+Wear (``wear_cycles`` set): after the pieces are mapped, :mod:`cardbench.emulate.wear` counts a
+write's bytes per wear block and rewrites the pieces of worn blocks (dropped, moved, or an
+error), and marks the worn pieces of a read (0xFF, or an error). A worn card that turned
+read-only answers every write with EROFS.
+
 Fake capacity: :meth:`CardModel.map` splits an advertised range into pieces of the backing file
 (``real_size`` bytes): past ``real_size`` offsets wrap around (mod ``real_size``) or are dropped.
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from cardbench.emulate.spec import SECTOR, CardSpec, ErrorRange
+from cardbench.emulate.spec import SECTOR, WEAR_SETTINGS, CardSpec, ErrorRange
+from cardbench.emulate.wear import WearModel
 
 #: Default turnaround allowance (seconds), see the module docstring.
 DEFAULT_TURNAROUND = 0.010
@@ -109,6 +116,7 @@ class Counters:
     au_crossings: int = 0     # requests that crossed an AU boundary (geometry)
     page_crossings: int = 0   # requests that crossed a page boundary and no AU boundary
     garbage_collections: int = 0  # AUs closed to open another (open_aus exceeded)
+    erofs: int = 0            # writes refused because the card turned read-only (wear)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -119,8 +127,9 @@ class Verdict:
     """What the server does with one request."""
 
     finish: float            # monotonic time to answer at (may be in the past)
-    error: bool = False      # answer EIO (after waiting until ``finish``)
+    error: bool = False      # answer with ``errno`` (after waiting until ``finish``)
     pieces: list[tuple[int | None, int]] = field(default_factory=list)  # (backing offset or None, length)
+    errno: int = errno.EIO   # with ``error``: EIO, or EROFS (a worn card turned read-only)
 
 
 class CardModel:
@@ -165,14 +174,30 @@ class CardModel:
         self.fat_aus = spec.fat_aus
         #: open AUs, least recently written first: AU index -> [where the last write ended, out of order]
         self.open_units: OrderedDict[int, list] = OrderedDict()
+        self.wear_settings: dict[str, Any] = {key: getattr(spec, key) for key in WEAR_SETTINGS}
+        self.wear: WearModel | None = self._wear_model(self.wear_settings, None)
+
+    def _wear_model(self, settings: dict[str, Any], old: WearModel | None) -> WearModel | None:
+        if settings["wear_cycles"] is None:
+            return None
+        return WearModel.rebuilt(old, self.real_size, self.au_bytes, cycles=settings["wear_cycles"],
+                                 spread=settings["wear_spread"], seed=settings["wear_seed"],
+                                 block=settings["wear_block"], mode=settings["wear_mode"],
+                                 readonly_at=settings["wear_readonly_at"])
 
     # -- settings -----------------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> None:
-        """Apply validated live settings (see :func:`cardbench.emulate.spec.validate_settings`)."""
+        """Apply validated live settings (see :func:`cardbench.emulate.spec.validate_settings`).
+        Wear settings draw the limits again (checked first: a bad one changes nothing)."""
+        wear = {key: settings[key] for key in WEAR_SETTINGS if key in settings}
+        if wear:
+            merged = {**self.wear_settings, **wear}
+            self.wear = self._wear_model(merged, self.wear)
+            self.wear_settings = merged
         for key, value in settings.items():
             if key == "turnaround":
                 self.reader.turnaround = value
-            else:
+            elif key not in wear:
                 setattr(self, key, value)
         if "cache_bytes" in settings:
             self.cache_left = self.cache_bytes
@@ -192,6 +217,7 @@ class CardModel:
             "au_bytes": self.au_bytes, "page_bytes": self.page_bytes, "au_cross": self.au_cross,
             "page_cross": self.page_cross, "open_aus": self.open_aus, "open_aus_random": self.open_aus_random,
             "gc_seconds": self.gc_seconds, "fat_aus": self.fat_aus,
+            **self.wear_settings,
         }
 
     def status(self) -> dict[str, Any]:
@@ -200,6 +226,7 @@ class CardModel:
         d["cache_left"] = self.cache_left
         d["volatile_held"] = self.pending_bytes
         d["busy_seconds"] = self.bus.busy
+        d["wear"] = self.wear.summary() if self.wear is not None else None
         return d
 
     # -- the model ----------------------------------------------------------------------
@@ -301,12 +328,21 @@ class CardModel:
         if error:
             c.eio += 1
         pieces = [] if error else self.map(offset, length)
+        err = errno.EIO
+        if self.wear is not None and not error:
+            pieces, worn_err = self.wear.write(pieces) if op == "write" else self.wear.read(pieces)
+            if worn_err:
+                error, err = True, worn_err
+                if worn_err == errno.EROFS:
+                    c.erofs += 1
+                else:
+                    c.eio += 1
         extra = 0.0 if error else self.geometry_seconds(op, offset, length)
         if not self.paced:
             # due now: its answer is no lateness to credit to the next paced request
             self.bus.due_at = max(self.bus.due_at, now)
             self.reader.link.due_at = max(self.reader.link.due_at, now)
-            return Verdict(finish=now, error=error, pieces=pieces)
+            return Verdict(finish=now, error=error, pieces=pieces, errno=err)
         turnaround = self.reader.turnaround
         # The card bus: latency + transfer. For writes the cache rate may apply.
         start = self.bus.start_for(now, turnaround)
@@ -327,7 +363,7 @@ class CardModel:
             finish = max(finish, rfinish)
             self.reader.link.due_at = max(self.reader.link.due_at, finish)
         self.bus.due_at = max(self.bus.due_at, finish)
-        return Verdict(finish=finish, error=error, pieces=pieces)
+        return Verdict(finish=finish, error=error, pieces=pieces, errno=err)
 
     # -- the volatile write cache (caller holds reader.lock; the server does the pwrites) --------
     @property
@@ -362,7 +398,7 @@ class CardModel:
         view = memoryview(data)
         pos = 0
         for where, n in pieces:
-            if where is not None:
+            if where is not None and where >= 0:
                 start = max(accept, self.drain_free_at)
                 end = start + n / float(self.drain_rate or 1.0)
                 self.pending.append([where, bytes(view[pos:pos + n]), start, end])

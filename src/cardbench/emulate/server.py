@@ -37,6 +37,7 @@ from typing import Any
 from cardbench.emulate import system
 from cardbench.emulate.pacing import DEFAULT_TURNAROUND, CardModel, ReaderModel
 from cardbench.emulate.spec import CardSpec, validate_settings
+from cardbench.emulate.wear import ERASED
 from cardbench.errors import CardbenchError, UsageError
 
 log = logging.getLogger("cardbench.emulate.server")
@@ -112,7 +113,8 @@ class Server:
                 raise OSError(errno.ENOENT, "no such card")
             verdict = card.request(op, offset, size, now)
             pulls = card.counters.pulls
-            cached = card.caching and not verdict.error
+            # a write failing on a worn block still stores its other pieces: through the cache too
+            cached = card.caching and (not verdict.error or bool(verdict.pieces))
             if cached:  # the volatile cache: served under the lock, in order
                 result = self._cached_io(card, fd, op, verdict, now, data)
         if verdict.error and not verdict.pieces and card.yanked:
@@ -124,6 +126,8 @@ class Server:
             for where, n in verdict.pieces:
                 if where is None:
                     parts.append(bytes(n))
+                elif where == ERASED:
+                    parts.append(b"\xff" * n)
                 else:
                     chunk = os.pread(fd, n, where)
                     if len(chunk) < n:
@@ -144,7 +148,7 @@ class Server:
             time.sleep(delay)
         card.answered(time.monotonic())
         if verdict.error:
-            raise OSError(errno.EIO, "emulated I/O error")
+            raise OSError(verdict.errno, "emulated I/O error")
         if card.counters.pulls != pulls:  # pulled before it was answered: never acknowledged
             raise OSError(errno.EIO, "card pulled")
         return result
@@ -164,8 +168,8 @@ class Server:
             return len(data)
         parts = []
         for where, n in verdict.pieces:
-            if where is None:
-                parts.append(bytes(n))
+            if where is None or where == ERASED:
+                parts.append(bytes(n) if where is None else b"\xff" * n)
                 continue
             chunk = bytearray(os.pread(fd, n, where))
             chunk += bytes(n - len(chunk))
@@ -249,6 +253,12 @@ class Server:
                 return {"status": card.status()}
         if op == "pull":
             return {"status": self.pull(req.get("card"))}
+        if op == "wear":
+            with self.reader.lock:
+                card = self.card(req.get("card"))
+                if card.wear is None:
+                    raise UsageError(f"card {card.name} has no wear model (set wear_cycles)")
+                return {"wear": card.wear.report(full=bool(req.get("full")))}
         if op == "reinsert":
             with self.reader.lock:
                 card = self.card(req.get("card"))

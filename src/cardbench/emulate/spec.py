@@ -21,6 +21,14 @@ ERROR_KINDS = ("read", "write", "both")
 #: what a flush (fsync/fdatasync reaching the card) does with a volatile write cache
 FLUSH_MODES = ("honest", "liar")
 FAKE_MODES = ("wraparound", "drop")
+#: what a worn-out block does (see :class:`CardSpec`, ``wear_mode``)
+WEAR_MODES = ("stale", "eio", "ff", "misplace", "readonly", "mixed")
+#: the per-block modes ``wear_mode="mixed"`` draws from
+WEAR_BLOCK_MODES = ("stale", "eio", "ff", "misplace")
+#: default wear block (when neither ``wear_block`` nor ``au_bytes`` is set)
+WEAR_BLOCK = 64 * 1024
+#: at most this many wear blocks per card (about 21 bytes of server memory each)
+MAX_WEAR_BLOCKS = 1 << 22
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -28,7 +36,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LIVE_SETTINGS = (
     "write_rate", "read_rate", "latency", "cache_bytes", "cache_rate", "cache_idle",
     "errors", "paced", "turnaround", "volatile_bytes", "drain_rate", "flush", "pull_damage",
+    "wear_cycles", "wear_spread", "wear_seed", "wear_block", "wear_mode", "wear_readonly_at",
 )
+#: the wear model's settings (a subset of :data:`LIVE_SETTINGS`)
+WEAR_SETTINGS = ("wear_cycles", "wear_spread", "wear_seed", "wear_block", "wear_mode", "wear_readonly_at")
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,68 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
             out[key] = tuple((r.start, r.end) for r in parse_errors(value))
         elif key == "paced":
             out[key] = bool(value)
+        elif key in WEAR_SETTINGS:
+            out[key] = _wear_setting(key, value)
     return out
+
+
+def _fraction(value: Any, what: str, *, low_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not (0 < value <= 1 if low_open else 0 <= value <= 1):
+        raise UsageError(f"{what} must be a number {'above 0 and up to' if low_open else 'from 0 to'} 1, got {value!r}")
+    return float(value)
+
+
+def _wear_setting(key: str, value: Any) -> Any:
+    if key == "wear_cycles":
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1 \
+                or value >= 2 ** 31:
+            raise UsageError(f"wear_cycles must be a whole number of writes >= 1 (or None: no wear), got {value!r}")
+        return int(value)
+    if key == "wear_spread":
+        return _fraction(value, "wear_spread")
+    if key == "wear_seed":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"wear_seed must be a whole number >= 0, got {value!r}")
+        return value
+    if key == "wear_block":
+        block = _int(value, "wear_block")
+        if block < 0 or block % SECTOR:
+            raise UsageError(f"wear_block must be a multiple of 512 B (0: the default), got {value!r}")
+        return block
+    if key == "wear_mode":
+        if value not in WEAR_MODES:
+            raise UsageError(f"wear_mode must be one of {', '.join(WEAR_MODES)}, got {value!r}")
+        return value
+    # wear_readonly_at
+    return None if value is None else _fraction(value, "wear_readonly_at", low_open=True)
+
+
+def wear_geometry(kept: int, au_bytes: int, wear_block: int, wear_mode: str) -> tuple[int, int]:
+    """The wear block in effect and the number of wear blocks of a card keeping ``kept`` bytes.
+
+    ``wear_block`` 0 means the default: the AU if ``au_bytes`` is set, else :data:`WEAR_BLOCK`,
+    doubled until the card has at most :data:`MAX_WEAR_BLOCKS`. The last block may be shorter.
+    Raises UsageError for a block larger than the card, too many blocks, or ``misplace`` with
+    fewer than two whole blocks.
+    """
+    block = wear_block
+    if not block:
+        block = au_bytes or WEAR_BLOCK
+        while -(-kept // block) > MAX_WEAR_BLOCKS:
+            block *= 2
+    if block > kept:
+        raise UsageError(f"wear_block ({block} B) is larger than the card's {kept} B")
+    blocks = -(-kept // block)
+    if blocks > MAX_WEAR_BLOCKS:
+        raise UsageError(f"wear_block {block} B makes {blocks} wear blocks (at most {MAX_WEAR_BLOCKS}); "
+                         f"give a wear_block of at least {-(-kept // MAX_WEAR_BLOCKS // SECTOR) * SECTOR} B")
+    if wear_mode in ("misplace", "mixed") and kept // block < 2:
+        raise UsageError(f"wear_mode {wear_mode} needs at least two whole wear blocks "
+                         f"(the card keeps {kept} B, the wear block is {block} B)")
+    return block, blocks
 
 
 @dataclass(frozen=True)
@@ -171,6 +243,43 @@ class CardSpec:
                 one more written out of order closes the oldest such AU (``gc_seconds``).
     fat_aus     the first this many AUs are FAT-tuned: written in any order at no cost, never
                 counted as open.
+
+    Wear (off by default; the model is :mod:`cardbench.emulate.wear`, its truth
+    :meth:`EmulatedCard.wear`). The kept bytes are cut into wear blocks; each has a limit of
+    writes it survives, and the write that takes a block past its limit wears it out for good:
+    wear_cycles the mean limit, in whole writes of a block (None: no wear).
+    wear_spread 0 to 1: the limits are drawn uniformly from the whole numbers in
+                ``[round(c * (1 - s)), round(c * (1 + s))]`` (c = wear_cycles, s = wear_spread,
+                the low end at least 1), seeded by ``wear_seed``; 0: every block survives
+                exactly ``wear_cycles`` writes.
+    wear_seed   the seed of the limits (and of the modes of ``"mixed"``): the same spec, the
+                same limits.
+    wear_block  bytes per wear block (a multiple of 512; 0: the AU if ``au_bytes`` is set,
+                else 64 KiB). The last block may be shorter.
+                What counts: every byte written to a block counts; a block has done one
+                cycle per block size written into it (a shorter last block: per its size).
+                So a pass writing the whole card once costs every block exactly one cycle,
+                whatever the request size and order, and a block of limit L is worn by the
+                first write into it in pass L + 1 (with ``wear_spread=0``: passes 1..c are
+                clean, pass c + 1 fails everywhere).
+    wear_mode   what a worn block does:
+                "stale"     writes to it are dropped and report success; it keeps its old data.
+                "eio"       a write touching it fails with EIO (the rest of that write lands);
+                            a read touching it fails with EIO.
+                "ff"        it reads as all 0xFF (erased); writes to it report success.
+                "misplace"  writes to it land ``(whole blocks // 2) * wear_block`` bytes further
+                            on (mod the whole blocks: an address line stuck); it keeps its old data.
+                "readonly"  the first worn block turns the whole card read-only: that write and
+                            every later one fail (EROFS at the card, which the loop device
+                            passes up as EIO); reads still work, worn blocks read their old data.
+                "mixed"     each block draws one of stale, eio, ff, misplace (seeded).
+    wear_readonly_at
+                None, or a fraction above 0 up to 1: once this fraction of the blocks is worn
+                (at least one block), the card turns read-only as in "readonly" (any mode).
+    Wear counts belong to the card: they survive :meth:`EmulatedCard.pull` / ``reinsert``
+    (a card that turned read-only comes back as a read-only device). Setting a wear field with
+    :meth:`EmulatedCard.set` draws the limits again and keeps the counts (a new ``wear_block``
+    starts the counts afresh); which blocks are worn is then judged again against the new limits.
     """
 
     size: int
@@ -196,6 +305,12 @@ class CardSpec:
     open_aus_random: int | None = None
     gc_seconds: float = 0.0
     fat_aus: int = 0
+    wear_cycles: int | None = None
+    wear_spread: float = 0.0
+    wear_seed: int = 0
+    wear_block: int = 0
+    wear_mode: str = "stale"
+    wear_readonly_at: float | None = None
 
     def __post_init__(self) -> None:
         # Normalise and validate; frozen, so go through object.__setattr__.
@@ -219,6 +334,7 @@ class CardSpec:
             "cache_idle": self.cache_idle, "errors": self.errors,
             "volatile_bytes": self.volatile_bytes, "drain_rate": self.drain_rate, "flush": self.flush,
             "pull_damage": self.pull_damage,
+            **{key: getattr(self, key) for key in WEAR_SETTINGS},
         })
         for key, value in settings.items():
             object.__setattr__(self, key, value)
@@ -227,6 +343,8 @@ class CardSpec:
         if self.volatile_bytes and self.drain_rate is None:
             raise UsageError("a volatile write cache (volatile_bytes > 0) needs a drain_rate")
         self._check_geometry()
+        if self.wear_cycles is not None:
+            wear_geometry(self.kept, self.au_bytes, self.wear_block, self.wear_mode)
 
     def _check_geometry(self) -> None:
         for key in ("au_bytes", "page_bytes", "open_aus", "fat_aus"):

@@ -11,16 +11,14 @@ import datetime as _dt
 from typing import Any
 
 from cardbench import __version__
-from cardbench.endure.sectors import CLASSES
+from cardbench.kinds.endurance import CLASSES, ENDINGS, MILESTONES, SCHEMA, VERDICTS
 from cardbench.kinds.shapes import card_words
 from cardbench.result import host_info, now_iso
 from cardbench.units import fmt_size
 
-SCHEMA = "cardbench.endurance/1"
-ENDINGS = ("rounds", "hours", "bad_limit", "read_only", "dead", "counterfeit", "interrupted")
-#: bad fractions whose first round is a milestone (besides the first error)
-MILESTONES = (0.001, 0.01, 0.10, 0.25, 0.50)
-VERDICTS = ("no error", "worn", "read-only", "dead", "counterfeit", "interrupted")
+__all__ = ["CLASSES", "ENDINGS", "MILESTONES", "SCHEMA", "VERDICTS", "answer", "build_doc", "milestones",
+           "round_line"]
+
 #: a class in words, as the answer says it ("stale data in 14 sectors (lost writes)")
 CLASS_WORDS = {
     "erased": "erased sectors (00/FF: writes that never reached the flash) in {n}",

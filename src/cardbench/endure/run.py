@@ -43,7 +43,7 @@ from cardbench.endure.sectors import (
     new_card_uuid,
     sector_uuids,
 )
-from cardbench.endure.state import StateError, load_state, save_state, saved_states, state_path
+from cardbench.endure.state import StateError, load_state, resumable, save_state, saved_states, state_path
 from cardbench.engine.base import IoOp
 from cardbench.engine.buffers import AlignedBuffers, aligned_buffer, release
 from cardbench.engine.data import DataFile
@@ -310,6 +310,8 @@ class Endurance:
         req = self.state["options"]["request_bytes"]
         requests = [(off, min(req, end - off)) for off in range(start, end, req)]
         depth = min(self.opts.depth, len(requests))
+        if phase == "write":
+            self._check_card()
         eng = QueuedEngine(depth, backend="auto" if depth > 1 else "direct")
         try:
             eng.open(path, write=phase == "write", direct=True)
@@ -384,6 +386,21 @@ class Endurance:
             cur["bytes_read"] += end - start
             cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], counts, strict=True)]
         self.state["active_seconds"] += t_active
+
+    def _check_card(self) -> None:
+        """Before a slice is written: the device still holds this card (a name freed by a pull may
+        already be another card's); else the run pauses as for a pulled card, and another card is
+        never written. Skipped before the first round ended (nothing of ours may be there yet) and on
+        a card so worn that its sectors no longer say whose they are."""
+        st = self.state
+        if not st["rounds"] or st["rounds"][-1]["bad_fraction"] >= 0.5:
+            return
+        try:
+            found = card_uuid_on(self.target.path, st["capacity_bytes"], st["options"]["slices"])
+        except IO_ERRORS as e:
+            raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") if self.target.gone(e.errno) else e from None
+        if found != st["card_uuid"]:
+            raise _Gone(f"{shown(self.target.path)} no longer holds this card")
 
     def _failure(self, e: BaseException, phase: str) -> BaseException:
         """What a failed open or flush means: the card went away, turned read-only, or (else) the
@@ -568,7 +585,7 @@ def run_endurance(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
                     "rated_video": list(opts.rated_video) if opts.rated_video else None},
         "card": card, "reader": reader, "method": _method(opts), "rounds": [], "current": None,
         "active_seconds": 0.0, "ended": None, "error": None}
-    if _sys_read_only(target.path):
+    if _sys_read_only(target.path) or _refuses_writes(target):
         state["ended"] = "read_only"
         save_state(state, opts.state_dir)
         return build_doc(state)
@@ -582,6 +599,21 @@ def run_endurance(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
     save_state(state, opts.state_dir)
     with target_lock(target.lock_key, label=target.path):
         return Endurance(target, opts, state).run()
+
+
+def _refuses_writes(target: DeviceTarget) -> bool:
+    """Whether the card's first 4 KiB cannot be written (read-only, or failing every write: the
+    fake-capacity probe would take that for a fake); the run overwrites them anyway."""
+    buf = aligned_buffer(4096)
+    try:
+        with DataFile.open(target.path, write=True) as f:
+            f.write_exact(buf, 0)
+            f.sync()
+    except IO_ERRORS as e:
+        return not target.gone(e.errno)
+    finally:
+        release(buf)
+    return False
 
 
 def _fake_check(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
@@ -669,7 +701,7 @@ def saved_run_on(target: DeviceTarget, state_dir: str | os.PathLike | None = Non
     except (*IO_ERRORS, OSError):
         return None
     st = load_state(u, state_dir) if u else None
-    return st if st is not None and not st.get("ended") else None
+    return st if st is not None and resumable(st) else None
 
 
 __all__ = ["CLASSES", "ENDINGS", "EndureOptions", "Endurance", "card_uuid_on", "find_state", "resume_endurance",

@@ -36,10 +36,11 @@ import uuid as uuidlib
 
 import numpy as np
 
+from cardbench.kinds.endurance import CLASSES
 from cardbench.patterns import ROWS, SECTOR, STRIDE, pool_rows
 
-CLASSES = ("erased", "stale", "misplaced", "foreign", "corrupt", "unreadable")
 #: class codes of :meth:`RoundSectors.classify` (OK first, then CLASSES in order)
+__all__ = ["CLASSES", "RoundSectors", "bad_counts", "new_card_uuid", "sector_uuids"]
 OK, ERASED, STALE, MISPLACED, FOREIGN, CORRUPT, UNREADABLE = range(7)
 #: how the body's row moves from one round to the next (odd, so rounds never share a row for long)
 ROUND_STEP = 7919

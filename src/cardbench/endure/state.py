@@ -88,8 +88,16 @@ def load_state(card_uuid: str, directory: str | os.PathLike | None = None) -> di
     return state
 
 
+#: how a run may have ended and still be gone on with (Ctrl-C, a card that did not come back in time)
+RESUMABLE = (None, "interrupted", "dead")
+
+
+def resumable(state: dict[str, Any]) -> bool:
+    return state.get("ended") in RESUMABLE
+
+
 def saved_states(directory: str | os.PathLike | None = None, *, unfinished: bool = True) -> list[dict[str, Any]]:
-    """Every state saved on this host (only those of runs not ended, by default), oldest first."""
+    """Every state saved on this host (only those that can be gone on with, by default), oldest first."""
     d = Path(directory or state_dir())
     try:
         names = sorted(os.listdir(d))
@@ -100,7 +108,7 @@ def saved_states(directory: str | os.PathLike | None = None, *, unfinished: bool
         if not name.endswith(".json") or name.startswith("."):
             continue
         st = load_state(name[:-5], d)
-        if st is not None and not (unfinished and st.get("ended")):
+        if st is not None and not (unfinished and not resumable(st)):
             out.append(st)
     out.sort(key=lambda s: s.get("started_t") or 0)
     return out

@@ -1,5 +1,6 @@
 """An emulated card's status for a person (``cardbench emulate status``, ``emulate set``): one line
-of settings, one of counters."""
+of settings, one of counters, one of wear (a card with a wear model); and its wear model's truth
+(``cardbench emulate wear``)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,35 @@ def emulate_status_lines(st: dict[str, Any]) -> list[str]:
     if c:
         lines.append(f"  {c.get('writes', 0)} writes ({fmt_size(c.get('bytes_written', 0))}), "
                      f"{c.get('reads', 0)} reads ({fmt_size(c.get('bytes_read', 0))}), {c.get('eio', 0)} EIO")
+    w = st.get("wear")
+    if w:
+        spread = f" ±{st.get('wear_spread', 0) * 100:g}%" if st.get("wear_spread") else ""
+        cycles = st.get("wear_cycles")
+        worn = (f"  wear: {cycles} write{'s' if cycles != 1 else ''}{spread} per {fmt_size(w['block'], binary=True)} block, "
+                f"{st.get('wear_mode')}; {w['passes']:.1f} whole-card writes, {w['worn']} of {w['blocks']} "
+                f"blocks worn")
+        lines.append(worn + (", READ-ONLY" if w.get("read_only") else ""))
     return lines
+
+
+def render_wear(name: str, w: dict[str, Any]) -> str:
+    """An emulated card's wear model (as :meth:`cardbench.emulate.EmulatedCard.wear` gives it):
+    what it is set to, how far it got, and when its blocks wear out."""
+    spread = f" ±{w['spread'] * 100:g}%" if w.get("spread") else ""
+    out = [f"{name}: {w['blocks']} wear blocks of {fmt_size(w['block'], binary=True)}, "
+           f"{w['cycles']} write{'s' if w['cycles'] != 1 else ''} each{spread} (seed {w['seed']}), worn blocks: {w['mode']}"]
+    if w.get("readonly_after") is not None:
+        out.append(f"  turns read-only at {w['readonly_after']} worn block(s)")
+    out.append(f"  {w['passes']:.2f} whole-card writes so far (per block {w['cycles_min']:g} to "
+               f"{w['cycles_max']:g}); {w['worn']} blocks worn" + ("; READ-ONLY" if w.get("read_only") else ""))
+    first, total = w["limits"][0][0], 0
+    steps = []
+    for limit, count in w["limits"]:
+        total += count
+        steps.append(f"{total} by pass {limit + 1}")
+    out.append(f"  first worn: block {w['first_block']} in pass {first + 1}; worn blocks: "
+               + ", ".join(steps[:6]) + (", ..." if len(steps) > 6 else ""))
+    return "".join(line + "\n" for line in out)
 
 
 def render_emulate_status(entries: list[dict[str, Any]]) -> str:
