@@ -143,7 +143,7 @@ def endure_cards(devices: list[str], *, all_cards: bool, confirms: tuple[str, ..
 
     try:
         if console is not None:
-            with Live(console=console, refresh_per_second=2, transient=False) as lv:
+            with Live(console=console, refresh_per_second=2, transient=True) as lv:
                 holder["live"] = lv
                 result = endure_many(targets, opts, save=keep if save else None, live=on_round, show=show,
                                      say=said_line)

@@ -341,17 +341,17 @@ def live_cells(row: dict, rate_unit: str = "MB/s") -> list[str]:
     else:
         doing = state
     return [str(row.get("label") or row.get("device") or "?"), f"{row.get('round') or 0:,}",
-            "-" if written is None else f"{written / 1e12:.4f}",
+            "-" if written is None else fmt_size(written),
             "-" if rate is None or state in ("ended", "failed") else f"{rate_in(rate, rate_unit):.3g}",
             "-" if bad is None else f"{bad * 100:.3g}%", "-" if state in ("ended", "failed") else _eta(row.get("eta_s")),
             doing]
 
 
 def live_table(rows: list[dict], *, width: int = 80, rate_unit: str = "MB/s"):
-    """The live table of many cards at once (a rich Table that fits ``width``): card, round, TB
-    written, the rate of the phase under way, bad sectors (share of the card, last round), the
+    """The live table of many cards at once (a rich Table that fits ``width``): card, round, bytes
+    written (MB, GB, TB), the rate of the phase under way, bad sectors (share of the card, last round), the
     time to the stop rule, and what it does."""
-    cols = [Col("Card", squeeze=True), Col("Round", right=True, wrap=False), Col("TB written", right=True),
+    cols = [Col("Card", squeeze=True), Col("Round", right=True, wrap=False), Col("Written", right=True, wrap=False),
             Col(f"Rate {rate_unit}", right=True), Col("Bad", right=True, wrap=False), Col("ETA", right=True, drop=2),
             Col("Now", drop=1, squeeze=True)]
     return fit_table(cols, [live_cells(r, rate_unit) for r in rows], width, title=f"Endurance: {len(rows)} cards")
