@@ -78,37 +78,41 @@ def test_four_cards_endure_at_once_each_round_stored(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_stops_every_card_cleanly_each_document_stored(tmp_path):
+    """`cardbench endure` on four cards, Ctrl-C once each has stored a round: exit 130, every card
+    ended "interrupted" after its slice, its document printed and stored."""
     db = str(tmp_path / "a.db")
-    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "data"))
-    env.pop("CARDBENCH_DB", None)
+    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "st"))
+    for v in ("CARDBENCH_DB", "CARDBENCH_SHARE", "CARDBENCH_TOKEN"):
+        env.pop(v, None)
     with ExitStack() as stack:
         emulated = cards(stack, write_rate=40e6, read_rate=80e6)     # a round: ~0.8 s
-        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "many_child.py"), db, str(tmp_path / "state"),
-                                 *[c.device for c in emulated]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env)
+        proc = subprocess.Popen([sys.executable, "-m", "cardbench", "endure", *[c.device for c in emulated],
+                                 "--confirm", str(SIZE), "--json", "--db", db], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
         try:
-            seen: set[str] = set()
             deadline = time.monotonic() + 120
-            while len(seen) < 4:                   # every card has stored a round
-                line = proc.stdout.readline()
-                assert line and time.monotonic() < deadline, proc.stderr.read()
-                if line.startswith("round "):
-                    seen.add(line.split()[2])
+            while True:                            # every card has stored a round
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                if os.path.exists(db):
+                    with open_store(db) as st:
+                        if len(st.records("endurance")) == 4:
+                            break
+                time.sleep(0.2)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert proc.returncode == 0, err
-    end = json.loads(out.strip().splitlines()[-1])
-    assert end["interrupted"] and len(end["cards"]) == 4
-    assert all(c["state"] == "ended" and c["ended"] == "interrupted" and c["rounds"] >= 1 for c in end["cards"])
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and "--resume" in err
+    docs = json.loads(out)
+    assert len(docs) == 4 and {d["ended"] for d in docs} == {"interrupted"}
+    assert all(len(d["rounds"]) >= 1 and not d["complete"] for d in docs)
     with open_store(db) as st:
-        stored = st.records("endurance")
-    assert len(stored) == 4 and {d["ended"] for d in stored} == {"interrupted"}
-    assert all(not d["complete"] for d in stored)
-    assert "Traceback" not in err
+        stored = {d["id"]: d for d in st.records("endurance")}
+    assert {i: d["ended"] for i, d in stored.items()} == {d["id"]: "interrupted" for d in docs}
+    assert all(stored[d["id"]]["rounds"] == d["rounds"] for d in docs)
 
 
 @pytest.mark.timing
