@@ -105,6 +105,7 @@ def endurance_chart(docs: list[dict], *, rate_unit: str = "MB/s", width: int = 9
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart endurance-chart" id="{esc(chart_id)}" '
            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" '
            f'{FONT} font-size="12">', f"<title>{esc(title)}</title>",
+           f'<rect class="background" x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
            f'<text x="{left}" y="20" font-size="15" font-weight="600">{esc(title)}</text>',
            f'<text x="{left}" y="38" fill="#555">above: write rate (solid) and read rate (dashed); below: bad '
            f"sectors, share of the card (log scale); marks: the milestones</text>"]
