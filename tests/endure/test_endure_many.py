@@ -58,6 +58,8 @@ def test_four_cards_endure_at_once_each_round_stored(tmp_path, monkeypatch):
                              show=lambda rows: shown.append(to_text([live_table([r.as_dict() for r in rows])], 80)))
     assert not result.interrupted and len(result.docs) == 4
     assert [r.device for r in result.rows] == [c.device for c in emulated]
+    # four cards without a serial share an identity (their size): each row's key is still its own
+    assert len({r.key for r in result.rows}) == 4 and all(r.identity["capacity_bytes"] == SIZE for r in result.rows)
     for row, doc in zip(result.rows, result.docs, strict=True):
         assert row.state == "ended" and row.ended == "rounds" and row.round == 3
         assert doc["complete"] and doc["ended"] == "rounds" and doc["device"] == row.device

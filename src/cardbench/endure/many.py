@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cardbench.endure.run import EndureOptions, run_endurance
+from cardbench.endure.run import _identity as card_and_reader  # the card as run_endurance records it
 from cardbench.errors import CardbenchError, Interrupted
+from cardbench.result import Card
 from cardbench.signals import signals_deferred, start_thread
 from cardbench.target import DeviceTarget
 
@@ -68,14 +70,15 @@ class ManyResult:
 
 
 def _label(target: DeviceTarget) -> tuple[str, str, dict | None]:
-    """(key, label, identity) of a card: by its identity when it has one (a serial, a CID)."""
-    dev = target.block_device()
-    card = getattr(dev, "card", None)
-    words = " ".join(str(x) for x in (getattr(dev, "vendor", None), getattr(dev, "model", None)) if x)
-    label = f"{target.path} {words}".strip()
-    identity = card.to_dict() if card is not None and hasattr(card, "to_dict") else None
-    key = (card.identity() if card is not None and hasattr(card, "identity") else None) or target.path
-    return key, label, identity
+    """(key, label, identity) of a card: the card as its record will have it (identity: its
+    ``Card.to_dict()``), keyed by its identity (serial, CID; else its size), labelled by its
+    device and its name."""
+    card, _reader = card_and_reader(target)
+    if card is None:
+        return target.path, target.path, None
+    c = Card.from_dict(card)
+    words = " ".join(str(x) for x in (c.brand, c.name, c.model) if x)
+    return c.identity(), f"{target.path} {words}".strip(), card
 
 
 def endure_many(targets: list[DeviceTarget], opts: EndureOptions, *,
