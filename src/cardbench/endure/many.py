@@ -3,10 +3,14 @@ card in its own worker thread (started with :func:`cardbench.signals.start_threa
 thread (the caller's, the one that gets Ctrl-C) keeps each card's row for the live table, hands
 each finished round's document to ``save`` and each card's progress to ``live``.
 
-Threads, not processes: the sector work is numpy on whole requests (the GIL is let go in it) and the
-I/O waits in the kernel, so four small emulated cards keep their speed in one process (measured in
-tests/endure/test_endure_many.py and bench/endure_many.py); one process also keeps one store
-connection, one outbox, one live client and one Ctrl-C.
+Threads, not processes: the sector work is numpy on whole requests (the GIL is let go in it) and
+the I/O waits in the kernel. Measured with ``bench/endure_many.py`` (four 16 MiB emulated cards,
+3 rounds, on the shared 2-core machine at a load of 9-10): paced at 40/80 MB/s, each card kept its
+lone rate in threads (write 37.6, read 71.6 MB/s per card; alone 36.0/65.5; four processes
+34.9/63.0); not paced, threads and processes traded places between runs (122-294 MB/s write per
+card in threads, 158-250 in processes): the load's noise, no winner. One process also keeps one
+store connection, one outbox, one live client and one Ctrl-C (tests/endure/test_endure_many.py
+checks four paced cards keep their lone speed).
 
 Ctrl-C (or SIGTERM, which :mod:`cardbench.signals` turns into :class:`Interrupted`) sets the shared
 stop event: every card ends after its current slice, ``ended: "interrupted"``, its state kept for
