@@ -107,3 +107,13 @@ def test_a_report_of_endurance_alone_has_the_section():
     html = render_html([], endurance_docs=three()[:1])
     assert "Endurance: how long does it last?" in html and "No results." in html
     assert "with no error" in html
+
+
+def test_report_markdown_lists_endurance_runs_below_the_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    db = tmp_path / "a.db"
+    d = make_endurance(brand="Lenovo", first_error=3, rounds=8, growth=9.0)
+    assert record([make_result(), d], db).stored
+    md = cli_ok(capsys, "report", "--db", db)
+    assert md.index("| Lexar") < md.index("endurance runs (1):") and f"| endurance: {d['answer']} |" in md
+    assert "endurance runs" not in cli_ok(capsys, "report", "--db", db, "--format", "csv")

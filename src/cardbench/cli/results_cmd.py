@@ -170,6 +170,9 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
         if out.fmt == "json" and not html_file:   # every kind of record, as `results --json` and `export`
             everything = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
                                          complete=complete, sort=sort))
+        # Markdown: below the runs, the records of every listed kind, as `results --format md`
+        listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
+                  for k in kinds.kinds() if k.listed] if out.fmt == "md" and not html_file else []
     if html_file:
         _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib), geometry_docs=geometry,
                                                      pulltest_docs=pulls, endurance_docs=endure))
@@ -183,6 +186,9 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
         out.echo(everything, nl=False)
         return
     out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
+    for k, docs in listed:
+        if docs:
+            out.echo(render_records(k, docs, out.fmt, width=out.width), nl=False)
 
 
 @click.command("import", epilog=params.examples(
