@@ -25,7 +25,7 @@ import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,8 +55,10 @@ from cardbench.target import GONE_WAIT, DeviceTarget, open_device_target
 from cardbench.verify.quick import verify_device
 
 SECTOR = 512
-#: sectors read one at a time, at most, per slice, to find which sectors of a failed request fail
-PROBE_SECTORS = 4096
+#: failed reads, at most, per slice while a failed request is read again in pieces (a failing read
+#: can take long: the emulator's ~6 ms, a real card's up to its SCSI timeout); past it, a piece that
+#: fails counts whole as unreadable (an upper bound, on a card already failing everywhere)
+PROBE_FAILS = 64
 #: pieces a failed read request is split into, largest first (down to one sector)
 PROBE_PIECES = (64 << 10, 4 << 10, SECTOR)
 #: errnos of a write that say the card is read-only
@@ -121,6 +123,24 @@ class _ReadOnly(Exception):
     """The card refuses writes (read-only)."""
 
 
+@dataclass
+class _Acc:
+    """What one slice of a phase has done so far (committed to the round when its last request is)."""
+
+    k: int
+    size: int
+    requests: int
+    left: int = 0
+    failed: int = 0
+    pieces_written: int = 0
+    unread_whole: bool = False
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(7, dtype=np.int64))
+    budget: list[int] = field(default_factory=lambda: [PROBE_FAILS])
+
+    def __post_init__(self) -> None:
+        self.left = self.requests
+
+
 def slice_bounds(capacity: int, slices: int) -> list[tuple[int, int]]:
     """[start, end) of each slice: equal shares of the card, on 4 KiB boundaries where the
     capacity allows (else on sectors)."""
@@ -183,7 +203,7 @@ class Endurance:
         self._last_progress = 0.0
         self._refused: set[tuple[str, str | None]] = set()
         self._bufs: AlignedBuffers | None = None
-        self._unread_whole = False
+        self._phase_t: tuple[Any, str, float, int] | None = None
 
     def _buffers(self, size: int) -> AlignedBuffers:
         """The run's request buffers (``depth`` of ``size`` bytes), made once."""
@@ -262,24 +282,19 @@ class Endurance:
         for phase in ("write", "read"):
             if cur["phase"] != phase:
                 continue
-            for k in slice_order(self.state["card_uuid"], rnd, phase, n):
-                if k in cur["done"]:
-                    continue
-                if self._stop_asked():
+            order = [k for k in slice_order(self.state["card_uuid"], rnd, phase, n) if k not in cur["done"]]
+            try:
+                if self._phase(cur, phase, order):
                     return "interrupted"
-                try:
-                    self._slice(cur, phase, k)
-                except _Gone as g:
-                    ending = self._pause(g.why)
-                    if ending is not None:
-                        return ending
-                    cur["slices_redone"] += 1
-                    return None        # the loop comes back to this round, its done slices kept
-                except _ReadOnly as e:
-                    self.state["error_detail"] = str(e)
-                    return "read_only"
-                cur["done"].append(k)
-                self.save()
+            except _Gone as g:
+                ending = self._pause(g.why)
+                if ending is not None:
+                    return ending
+                cur["slices_redone"] += 1
+                return None        # the loop comes back to this round, its done slices kept
+            except _ReadOnly as e:
+                self.state["error_detail"] = str(e)
+                return "read_only"
             if phase == "write":
                 cur["phase"], cur["done"] = "read", []
                 self.save()
@@ -303,89 +318,137 @@ class Endurance:
         st["current"] = None
 
     # -- one slice -------------------------------------------------------------------------------
-    def _slice(self, cur: dict[str, Any], phase: str, k: int) -> None:
-        start, end = self.bounds[k]
+    def _phase(self, cur: dict[str, Any], phase: str, order: list[int]) -> bool:
+        """Write (or read back) the slices of ``order``, one stream of requests through the engine
+        (``depth`` in flight, each write's sectors made while the others fly), so the card never
+        waits at a slice's end: a slice is done when its last request is, then (a write) flushed
+        with an fsync, counted, and the state saved, while the next slice's requests are under
+        way. True when a stop was asked (after a slice; the slices under way are dropped)."""
+        if not order:
+            return False
+        self._phase_t = None
         rnd = cur["round"]
         path = self.target.path
         req = self.state["options"]["request_bytes"]
-        requests = [(off, min(req, end - off)) for off in range(start, end, req)]
-        depth = min(self.opts.depth, len(requests))
+        requests = []
+        accs: dict[int, _Acc] = {}
+        for k in order:
+            start, end = self.bounds[k]
+            accs[k] = _Acc(k, end - start, -(-(end - start) // req))
+            requests += [(k, off, min(req, end - off)) for off in range(start, end, req)]
         if phase == "write":
             self._check_card()
+        depth = min(self.opts.depth, len(requests))
         eng = QueuedEngine(depth, backend="auto" if depth > 1 else "direct")
         try:
             eng.open(path, write=phase == "write", direct=True)
         except IO_ERRORS as e:
             raise self._failure(e, phase) from None
         bufs = self._buffers(req)
-        counts = np.zeros(7, dtype=np.int64)
-        failed = 0
-        self._unread_whole = False
-        done_bytes = 0
-        t_active = 0.0
         try:
             free = list(range(depth))
-            inflight: dict[int, tuple[int, int]] = {}
+            inflight: dict[int, tuple[int, int, int]] = {}     # offset -> (slice, buffer, length)
             i = 0
-            t0 = time.perf_counter()
-            while i < len(requests) or inflight:
-                while i < len(requests) and free:
+            stopping = False
+            t_mark = time.perf_counter()
+            done_bytes = 0
+            while (i < len(requests) and not stopping) or inflight:
+                while i < len(requests) and free and not stopping:
                     b = free.pop()
-                    off, n = requests[i]
+                    k, off, n = requests[i]
                     i += 1
                     view = bufs[b] if n == req else bufs[b][:n]
                     if phase == "write":
                         self.sectors.fill(view, off, rnd)
-                    inflight[off] = (b, n)
+                    inflight[off] = (k, b, n)
                     try:
                         eng.submit(IoOp(phase, off, view, n))
                     except IO_ERRORS as e:     # the direct backend does the request in submit
                         inflight.pop(off)
                         free.append(b)
-                        failed += self._request_failed(e, phase, off, n, counts, rnd)
+                        self._request_failed(e, phase, off, n, accs[k], rnd)
+                        stopping, t_mark = self._request_done(cur, phase, accs[k], eng, t_mark, stopping)
                         continue
                 try:
                     comps = eng.reap(1)
                 except IO_ERRORS as e:
                     if e.offset not in inflight:
                         raise self._failure(e, phase) from None
-                    b, n = inflight.pop(e.offset)
+                    k, b, n = inflight.pop(e.offset)
                     free.append(b)
-                    failed += self._request_failed(e, phase, e.offset, n, counts, rnd)
+                    self._request_failed(e, phase, e.offset, n, accs[k], rnd)
+                    stopping, t_mark = self._request_done(cur, phase, accs[k], eng, t_mark, stopping)
                     continue
                 for c in comps:
                     off = c.op.offset
-                    b, n = inflight.pop(off)
+                    k, b, n = inflight.pop(off)
+                    acc = accs[k]
                     if c.result != n:
-                        failed += self._request_failed(None, phase, off, n, counts, rnd)
+                        self._request_failed(None, phase, off, n, acc, rnd)
                     elif phase == "read":
-                        counts += self.sectors.classify(bufs[b][:n], off, rnd)
-                    done_bytes += n
+                        acc.counts += self.sectors.classify(bufs[b][:n], off, rnd)
                     free.append(b)
-                    self._progress(cur, phase, done_bytes, time.perf_counter() - t0)
-            if phase == "write":
-                try:
-                    eng.sync()
-                except IO_ERRORS as e:
-                    raise self._failure(e, phase) from None
-            t_active = time.perf_counter() - t0
+                    done_bytes += n
+                    stopping, t_mark = self._request_done(cur, phase, acc, eng, t_mark, stopping)
+                    self._progress(cur, phase, done_bytes)
+            return stopping
         finally:
             eng.close()
+
+    def _request_done(self, cur: dict[str, Any], phase: str, acc: _Acc, eng: QueuedEngine, t_mark: float,
+                      stopping: bool) -> tuple[bool, float]:
+        """One request of ``acc``'s slice is over; its last ends the slice (see :meth:`_phase`).
+        Returns (stopping, the time the slice was done)."""
+        acc.left -= 1
+        if acc.left:
+            return stopping, t_mark
+        path = self.target.path
         if phase == "write":
-            if failed and self.target.gone(errno.EIO, wait=GONE_WAIT):
+            if acc.failed and self._gone_after_errors():
                 raise _Gone(f"{shown(path)}: {GONE_WORDS}")
-            if failed == len(requests):
-                raise _ReadOnly(f"every write of a slice failed ({shown(path)} at bytes {start}-{end})")
-            cur["write_seconds"] += t_active
-            cur["bytes_written"] += end - start
-            cur["write_errors"] += failed
+            if acc.failed == acc.requests and not acc.pieces_written:
+                raise _ReadOnly(f"every write of a slice failed ({shown(path)}, slice {acc.k})")
+            try:
+                eng.sync()
+            except IO_ERRORS as e:
+                raise self._failure(e, phase) from None
+        elif acc.unread_whole and self._gone_after_errors():
+            raise _Gone(f"{shown(path)}: {GONE_WORDS}")
+        now = time.perf_counter()
+        took = now - t_mark
+        if phase == "write":
+            cur["write_seconds"] += took
+            cur["bytes_written"] += acc.size
+            cur["write_errors"] += acc.failed
         else:
-            if self._unread_whole and self.target.gone(errno.EIO, wait=GONE_WAIT):
-                raise _Gone(f"{shown(path)}: {GONE_WORDS}")
-            cur["read_seconds"] += t_active
-            cur["bytes_read"] += end - start
-            cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], counts, strict=True)]
-        self.state["active_seconds"] += t_active
+            cur["read_seconds"] += took
+            cur["bytes_read"] += acc.size
+            cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], acc.counts, strict=True)]
+        self.state["active_seconds"] += took
+        cur["done"].append(acc.k)
+        self.save()
+        return stopping or self._stop_asked(), now
+
+    def _gone_after_errors(self) -> bool:
+        """After requests failed with I/O errors: whether the card went away (a pulled card fails
+        with EIO before it leaves sysfs). A card that still reads any of its slices' first 4 KiB
+        is there (a worn card, not a pulled one): no wait; else the target's rule, with its wait."""
+        if self.target.gone():
+            return True
+        buf = aligned_buffer(4096)
+        try:
+            with DataFile.open(self.target.path, write=False) as f:
+                for start, _ in self.bounds:
+                    try:
+                        f.read_exact(buf, start)
+                        return False
+                    except IO_ERRORS:
+                        continue
+        except IO_ERRORS:
+            pass
+        finally:
+            release(buf)
+        return self.target.gone(errno.EIO, wait=GONE_WAIT)
 
     def _check_card(self) -> None:
         """Before a slice is written: the device still holds this card (a name freed by a pull may
@@ -412,30 +475,55 @@ class Endurance:
             return _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
         return e
 
-    def _request_failed(self, e: BaseException | None, phase: str, off: int, n: int, counts: np.ndarray,
-                        rnd: int) -> int:
+    def _request_failed(self, e: BaseException | None, phase: str, off: int, n: int, acc: _Acc, rnd: int) -> None:
         """A request that failed (``e``, or a short transfer): the card gone or read-only raises;
-        a failed write counts (its sectors are judged at the read-back); a failed read is read
-        again in pieces, so only its failing sectors count as unreadable. Returns 1."""
+        a failed write is written again in pieces and counts (its sectors are judged at the
+        read-back); a failed read is read again in pieces, so only its failing sectors count as
+        unreadable."""
+        acc.failed += 1
         err = fault_errno(e) if e is not None else errno.EIO
         if err in GONE or self.target.gone(err):
             raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}")
         if phase == "write":
             if err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path):
                 raise _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
-            return 1
-        found = self._probe_read(off, n, rnd)
+            acc.pieces_written += self._rewrite(off, n, rnd)
+            return
+        found = self._probe_read(off, n, rnd, acc.budget)
         if found[UNREADABLE] == n // SECTOR:
-            self._unread_whole = True       # a pulled card fails with EIO before it leaves sysfs
-        counts += found
-        return 1
+            acc.unread_whole = True       # a pulled card fails with EIO before it leaves sysfs
+        acc.counts += found
 
-    def _probe_read(self, off: int, n: int, rnd: int) -> np.ndarray:
+    def _rewrite(self, off: int, n: int, rnd: int) -> int:
+        """Write a failed request again in pieces (:data:`PROBE_PIECES`'s largest), so its good part
+        lands (a card may drop a whole request for one bad spot); the pieces written. None of them
+        on a slice whose every request failed: the card refuses writes everywhere (read-only)."""
+        piece = PROBE_PIECES[0]
+        done = 0
+        buf = aligned_buffer(piece)
+        try:
+            with DataFile.open(self.target.path, write=True) as f:
+                for p in range(off, off + n, piece):
+                    view = memoryview(buf)[:min(piece, off + n - p)]
+                    self.sectors.fill(view, p, rnd)
+                    try:
+                        f.write_exact(view, p)
+                        done += 1
+                    except IO_ERRORS as e:
+                        if e.errno in GONE:
+                            raise
+        except IO_ERRORS as e:
+            if e.errno in GONE or self.target.gone(e.errno):
+                raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") from None
+        finally:
+            release(buf)
+        return done
+
+    def _probe_read(self, off: int, n: int, rnd: int, budget: list[int]) -> np.ndarray:
         """Read [off, off+n) again in ever smaller pieces (:data:`PROBE_PIECES`, at most
-        :data:`PROBE_SECTORS` single sectors): the counts of what could be read, and the rest
+        :data:`PROBE_FAILS` failed reads a slice): the counts of what could be read, and the rest
         unreadable."""
         counts = np.zeros(7, dtype=np.int64)
-        budget = [PROBE_SECTORS]
         buf = aligned_buffer(PROBE_PIECES[0])
         try:
             with DataFile.open(self.target.path, write=False) as f:
@@ -451,44 +539,45 @@ class Endurance:
 
     def _probe(self, f: DataFile, buf, off: int, n: int, level: int, rnd: int, counts: np.ndarray,
                budget: list[int]) -> None:
+        """Read [off, off+n) in pieces of ``PROBE_PIECES[level]``; a piece that fails is read again
+        in the next smaller pieces while ``budget[0]`` (failed reads left) lasts, else counted
+        whole as unreadable."""
         piece = PROBE_PIECES[level]
         for p in range(off, off + n, piece):
             m = min(piece, off + n - p)
-            if piece == SECTOR:
-                if budget[0] <= 0:
-                    counts[UNREADABLE] += (off + n - p) // SECTOR
-                    return
-                budget[0] -= 1
             view = memoryview(buf)[:m]
             try:
                 f.read_exact(view, p)
             except IO_ERRORS as e:
                 if e.errno in GONE:
                     raise
-                if piece == SECTOR:
-                    counts[UNREADABLE] += 1
-                elif budget[0] < m // SECTOR and level + 1 < len(PROBE_PIECES) and \
-                        PROBE_PIECES[level + 1] == SECTOR:
+                budget[0] -= 1
+                if piece == SECTOR or budget[0] <= 0:
                     counts[UNREADABLE] += m // SECTOR
                 else:
                     self._probe(f, buf, p, m, level + 1, rnd, counts, budget)
                 continue
             counts += self.sectors.classify(view, p, rnd)
 
-    def _progress(self, cur: dict[str, Any], phase: str, done: int, seconds: float) -> None:
+    def _progress(self, cur: dict[str, Any], phase: str, done: int) -> None:
+        """A ``progress`` event (at most every :data:`PROGRESS_EVERY` s); ``done``: bytes of this
+        phase moved since it (re)started."""
         now = time.monotonic()
+        if self._phase_t is None:
+            self._phase_t = (cur, phase, now, cur["bytes_written"] if phase == "write" else cur["bytes_read"])
         if now - self._last_progress < PROGRESS_EVERY:
             return
         self._last_progress = now
         st = self.state
         cap = st["capacity_bytes"]
-        before = cur["bytes_written"] if phase == "write" else cur["bytes_read"]
-        total = sum(r["bytes_written"] for r in st["rounds"]) + cur["bytes_written"] + (done if phase == "write" else 0)
+        _c, _p, t0, before = self._phase_t
+        moved = before + done
+        total = sum(r["bytes_written"] for r in st["rounds"]) + (moved if phase == "write" else cur["bytes_written"])
         last = st["rounds"][-1]["bad_fraction"] if st["rounds"] else None
-        self.emit("progress", {"round": cur["round"], "phase": phase, "done_bytes": before + done,
+        self.emit("progress", {"round": cur["round"], "phase": phase, "done_bytes": min(moved, cap),
                                "round_bytes": cap, "bytes_written": total,
-                               "rate_bytes_per_s": round(done / seconds, 1) if seconds > 0 else None,
-                               "bad_fraction": last, "eta_s": self._eta(cur, phase, before + done)})
+                               "rate_bytes_per_s": round(done / (now - t0), 1) if now > t0 else None,
+                               "bad_fraction": last, "eta_s": self._eta(cur, phase, min(moved, cap))})
 
     def _eta(self, cur: dict[str, Any], phase: str, done: int) -> float | None:
         """Seconds to the stop rule (rounds or hours), or None (only the bad limit can end it)."""
