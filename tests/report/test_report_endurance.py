@@ -117,3 +117,36 @@ def test_report_markdown_lists_endurance_runs_below_the_runs(tmp_path, capsys, m
     md = cli_ok(capsys, "report", "--db", db)
     assert md.index("| Lexar") < md.index("endurance runs (1):") and f"| endurance: {d['answer']} |" in md
     assert "endurance runs" not in cli_ok(capsys, "report", "--db", db, "--format", "csv")
+
+
+@pytest.mark.slow
+def test_any_document_the_kind_takes_is_drawn_never_an_internal_error():
+    """1,000 mangled documents (a value of another type anywhere, a key dropped): each the kind's
+    check takes is drawn by the chart, the section and the text (a station server's card page
+    shows what any station uploaded)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from cardbench.kinds.endurance import problem
+    from cardbench.report.endurance import endurance_section
+    from cardbench_factories import key_paths, mangled
+
+    good = make_endurance(rounds=6, first_error=2, growth=30.0, rated_tbw=0.001)
+    values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2 ** 40), st.floats(-1, 1e13), st.text(max_size=4),
+                       st.just([]), st.just({}), st.just("drop"))
+    taken = []
+
+    @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.sampled_from(key_paths(good)[1:]), values)
+    def case(path, value):
+        d = mangled(good, path, value)
+        if problem(d) is not None:
+            return
+        taken.append(path)
+        svg = endurance_chart([d, good])
+        if svg:
+            ET.fromstring(svg)
+        endurance_section([d])
+        render_endurance(d)
+    case()
+    assert len(taken) > 100

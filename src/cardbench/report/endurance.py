@@ -12,12 +12,14 @@ card, the bad sectors of each class are drawn too, thin, beside the total.
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 from typing import Any
 
 from cardbench.kinds.endurance import CLASS_WORDS, CLASSES, bad_by_class, card_name
 from cardbench.kinds.shapes import is_number, obj, seq
-from cardbench.report.svg import FONT, PALETTE, esc, nice_step
+from cardbench.report.svg import FONT, PALETTE, nice_step
+from cardbench.report.svg import esc as _svg_esc
 from cardbench.report.terminal import Col, fit_table
 from cardbench.units import fmt_size, rate_in
 
@@ -26,6 +28,13 @@ CLASS_COLORS = {"erased": "#8c6d1f", "stale": "#d9731a", "misplaced": "#7b52ab",
                 "corrupt": "#b8322c", "unreadable": "#4f6d7a"}
 #: the lowest bad share the lower panel shows (0.0001%); 100% is the top
 LOW = 1e-6
+#: characters XML does not allow (a card named by a station with a control character in it)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def esc(text: Any) -> str:
+    """Text for the SVG: escaped, without the characters XML refuses."""
+    return _svg_esc(_NOT_XML.sub("", str(text)))
 
 
 def _e(text: Any) -> str:
