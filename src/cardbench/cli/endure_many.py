@@ -82,8 +82,7 @@ def confirm_all(targets: list[DeviceTarget], given: tuple[str, ...]) -> None:
 
 
 def _live_event(live: LiveCards, row: CardRow) -> None:
-    total = None
-    doc = row.doc or {}
+    """A card's row as the live page's event (done/total: the phase under way, in bytes)."""
     if row.state in ("write", "read"):
         task = f"endurance round {row.round}, {row.phase}"
     elif row.state == "paused":
@@ -92,11 +91,10 @@ def _live_event(live: LiveCards, row: CardRow) -> None:
         task = f"endurance ended: {row.ended or row.error or row.state}"
     else:
         task = "endurance: starting"
-    cap = doc.get("capacity_bytes")
-    if isinstance(cap, int) and cap > 0:
-        total = cap
+    running = row.state in ("write", "read")
     live.update(row.key, row.label, task, identity=row.identity, kind="endurance", round=row.round,
-                done=None, total=total, bytes_written=row.bytes_written, rate_bytes_per_s=row.rate_bytes_per_s,
+                done=row.done_bytes if running else None, total=row.round_bytes if running else None,
+                bytes_written=row.bytes_written, rate_bytes_per_s=row.rate_bytes_per_s,
                 bad_fraction=row.bad_fraction, eta_s=row.eta_s)
 
 

@@ -48,6 +48,8 @@ class CardRow:
     identity: dict | None = None   # the card as a record has it (announced to the live page)
     round: int = 0                 # the round under way (or the last one, once it ended)
     phase: str = ""
+    done_bytes: int | None = None   # of the phase under way
+    round_bytes: int | None = None  # the card's bytes: a phase's whole
     bytes_written: int = 0
     rate_bytes_per_s: float | None = None
     bad_fraction: float | None = None
@@ -187,6 +189,7 @@ def _apply(row: CardRow, name: str, d: dict) -> bool:
     if name == "progress":
         row.round, row.phase, row.state = d.get("round") or row.round, d.get("phase") or "", d.get("phase") or "write"
         row.bytes_written = d.get("bytes_written") or row.bytes_written
+        row.done_bytes, row.round_bytes = d.get("done_bytes"), d.get("round_bytes")
         row.rate_bytes_per_s = d.get("rate_bytes_per_s")
         row.bad_fraction = d.get("bad_fraction", row.bad_fraction)
         row.eta_s = d.get("eta_s")
