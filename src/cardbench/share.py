@@ -285,8 +285,8 @@ class LiveCards:
 
     def _body(self, key: str, event: dict) -> dict:
         body = json.loads(json.dumps(event))
-        if key not in self.announced and key in self.identities:
-            body["card"]["identity"] = self.identities[key]
+        if key not in self.announced:      # announce the card (an empty identity where none is known)
+            body["card"]["identity"] = self.identities.get(key) or {}
         return body
 
     def _send_pending(self) -> None:

@@ -91,6 +91,20 @@ def test_an_identity_not_delivered_goes_with_the_next_event():
     assert Keeper.bodies[0]["round"] == 2 and Keeper.bodies[0]["card"]["identity"] == {"serial": "1"}
 
 
+def test_a_card_without_identity_is_announced_all_the_same():
+    srv, url = serve()
+    try:
+        live = LiveCards(url, "tok", every=0.05)
+        live.update("/dev/sdb", "/dev/sdb", "round 1", round=1)
+        wait_for(lambda: Keeper.bodies)
+        live.update("/dev/sdb", "/dev/sdb", "round 2", round=2)
+        live.close()
+    finally:
+        srv.shutdown()
+    assert Keeper.bodies[0]["card"] == {"key": "/dev/sdb", "label": "/dev/sdb", "identity": {}}
+    assert "identity" not in Keeper.bodies[-1]["card"] and Keeper.bodies[-1]["round"] == 2
+
+
 def test_a_server_that_is_down_holds_nothing_up():
     live = LiveCards("http://127.0.0.1:9", "tok", every=0.05)    # the discard port: nothing listens
     t0 = time.monotonic()

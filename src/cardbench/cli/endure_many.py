@@ -95,7 +95,8 @@ def _live_event(live: LiveCards, row: CardRow) -> None:
     live.update(row.key, row.label, task, identity=row.identity, kind="endurance", round=row.round,
                 done=row.done_bytes if running else None, total=row.round_bytes if running else None,
                 bytes_written=row.bytes_written, rate_bytes_per_s=row.rate_bytes_per_s,
-                bad_fraction=row.bad_fraction, eta_s=row.eta_s)
+                bad_fraction=row.bad_fraction, eta_s=row.eta_s,
+                ended=(row.ended or "failed") if row.state in ("ended", "failed") else None)
 
 
 def endure_cards(devices: list[str], *, all_cards: bool, confirms: tuple[str, ...], opts: EndureOptions, out: Any,
