@@ -173,7 +173,7 @@ def test_one_command_four_cards_shared_with_a_station_server(tmp_path):
             sorted((d["id"], 2, True) for d in docs)
         # the station's live page was told what its cards did (the last: a card's end)
         with urllib.request.urlopen(srv.url + "/live/bench-1", timeout=10) as resp:
-            assert "endurance ended: rounds" in resp.read().decode()
+            assert "ended: rounds" in resp.read().decode()
     finally:
         srv.stop()
 

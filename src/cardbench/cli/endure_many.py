@@ -82,15 +82,16 @@ def confirm_all(targets: list[DeviceTarget], given: tuple[str, ...]) -> None:
 
 
 def _live_event(live: LiveCards, row: CardRow) -> None:
-    """A card's row as the live page's event (done/total: the phase under way, in bytes)."""
+    """A card's row as the live page's event (its ``kind`` says endurance; done/total: the phase
+    under way, in bytes)."""
     if row.state in ("write", "read"):
-        task = f"endurance round {row.round}, {row.phase}"
+        task = f"round {row.round}, {row.phase}"
     elif row.state == "paused":
-        task = f"endurance round {row.round}: paused ({row.error or 'the card went away'})"
+        task = f"round {row.round}: paused ({row.error or 'the card went away'})"
     elif row.state in ("ended", "failed"):
-        task = f"endurance ended: {row.ended or row.error or row.state}"
+        task = f"ended: {row.ended or row.error or row.state}"
     else:
-        task = "endurance: starting"
+        task = "starting (the fake-capacity probe first)"
     running = row.state in ("write", "read")
     live.update(row.key, row.label, task, identity=row.identity, kind="endurance", round=row.round,
                 done=row.done_bytes if running else None, total=row.round_bytes if running else None,
