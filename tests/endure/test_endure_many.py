@@ -83,7 +83,8 @@ def test_ctrl_c_stops_every_card_cleanly_each_document_stored(tmp_path):
     """`cardbench endure` on four cards, Ctrl-C once each has stored a round: exit 130, every card
     ended "interrupted" after its slice, its document printed and stored."""
     db = str(tmp_path / "a.db")
-    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "st"))
+    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "st"),
+               PYTHONFAULTHANDLER="1")
     for v in ("CARDBENCH_DB", "CARDBENCH_SHARE", "CARDBENCH_TOKEN"):
         env.pop(v, None)
     with ExitStack() as stack:
@@ -101,11 +102,16 @@ def test_ctrl_c_stops_every_card_cleanly_each_document_stored(tmp_path):
                             break
                 time.sleep(0.2)
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=60)
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)          # PYTHONFAULTHANDLER: every thread's stack
+                out, err = proc.communicate(timeout=30)
+                pytest.fail(f"Ctrl-C did not end it within 60 s:\n{err[-6000:]}")
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err and "--resume" in err
     docs = json.loads(out)
