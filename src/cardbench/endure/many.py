@@ -13,7 +13,8 @@ store connection, one outbox, one live client and one Ctrl-C (tests/endure/test_
 checks four paced cards keep their lone speed).
 
 Ctrl-C (or SIGTERM, which :mod:`cardbench.signals` turns into :class:`Interrupted`) sets the shared
-stop event: every card ends after its current slice, ``ended: "interrupted"``, its state kept for
+stop event (it is taken only while this thread waits: everything else it does, the store and the
+queue included, runs with the signals held, so no lock is left held by an interrupt): every card ends after its current slice, ``ended: "interrupted"``, its state kept for
 ``--resume``, and its document is saved like the others before :func:`endure_many` returns.
 A second Ctrl-C does not cut that short (a slice takes a second or so).
 """
@@ -31,7 +32,7 @@ from cardbench.endure.run import EndureOptions, run_endurance
 from cardbench.endure.run import _identity as card_and_reader  # the card as run_endurance records it
 from cardbench.errors import CardbenchError, Interrupted
 from cardbench.result import Card
-from cardbench.signals import signals_deferred, start_thread
+from cardbench.signals import signals_held, start_thread
 from cardbench.target import DeviceTarget
 
 #: how often the live table is redrawn (seconds)
@@ -138,50 +139,59 @@ def endure_many(targets: list[DeviceTarget], opts: EndureOptions, *,
     for th in threads:
         start_thread(th)
     last_show = 0.0
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        if not interrupted and say is not None:
+            say("Stopping every card after its current slice (its state is kept for --resume)...")
+        interrupted = True
+        stop.set()
+
     while True:
         try:
-            _drain(inbox, rows, save, live, say)
-            if all(not th.is_alive() for th in threads) and inbox.empty():
+            # all but the wait with Ctrl-C held (its Python handler swapped for one that records):
+            # an interrupt inside a queue's, a store's or a thread's lock would leave it held
+            with signals_held() as got:
+                took = _drain(inbox, rows, save, live, say)
+                over = all(not th.is_alive() for th in threads) and inbox.empty()
+                now = time.monotonic()
+                if show is not None and now - last_show >= REFRESH:
+                    show(rows)
+                    last_show = now
+            if got:
+                interrupt()
+            if over:
                 break
-            now = time.monotonic()
-            if show is not None and now - last_show >= REFRESH:
-                show(rows)
-                last_show = now
+            if not took:
+                time.sleep(0.05)          # Ctrl-C comes here
         except (KeyboardInterrupt, Interrupted):
-            if not interrupted and say is not None:
-                say("Stopping every card after its current slice (its state is kept for --resume)...")
-            interrupted = True
-            stop.set()
+            interrupt()
     if show is not None:
         show(rows)
     return ManyResult(rows, interrupted=interrupted)
 
 
-def _drain(inbox: queue.Queue, rows: list[CardRow], save, live, say) -> None:
-    """Take what the workers said, with Ctrl-C held off (a document taken from the queue is
-    saved, not lost halfway); when there was nothing, wait a little (Ctrl-C comes there)."""
+def _drain(inbox: queue.Queue, rows: list[CardRow], save, live, say) -> bool:
+    """Take what the workers said; True when there was something."""
     took = False
-    with signals_deferred():
-        while True:
-            try:
-                i, name, details = inbox.get_nowait()
-            except queue.Empty:
-                break
-            took = True
-            row = rows[i]
-            changed = _apply(row, name, details)
-            if name == "say" and say is not None:
-                say(f"{row.device}: {details['line']}")
-            if name in ("round", "done", "failed"):
-                doc = details.get("document")
-                if isinstance(doc, dict):
-                    row.doc = doc
-                    if save is not None:
-                        save(doc)
-            if changed and live is not None:
-                live(row)
-    if not took:
-        time.sleep(0.05)
+    while True:
+        try:
+            i, name, details = inbox.get_nowait()
+        except queue.Empty:
+            return took
+        took = True
+        row = rows[i]
+        changed = _apply(row, name, details)
+        if name == "say" and say is not None:
+            say(f"{row.device}: {details['line']}")
+        if name in ("round", "done", "failed"):
+            doc = details.get("document")
+            if isinstance(doc, dict):
+                row.doc = doc
+                if save is not None:
+                    save(doc)
+        if changed and live is not None:
+            live(row)
 
 
 def _apply(row: CardRow, name: str, d: dict) -> bool:
