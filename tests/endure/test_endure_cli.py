@@ -5,7 +5,11 @@ with it, --resume without a state, a card that refuses every write."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -95,3 +99,40 @@ def test_a_card_refusing_every_write(tmp_path):
         p = call_cli("endure", card.device, "--rounds", "2", "--confirm", str(SIZE), "--no-save")
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == "19.9 MB card: read-only before the first round ended; nothing could be worn"
+
+
+def test_a_mounted_card_is_refused(tmp_path):
+    with EmulatedCard(spec()) as card, card.filesystem("ext4"):
+        p = call_cli("endure", card.device, "--rounds", "1", "--confirm", str(SIZE), "--no-save")
+    assert p.returncode == 4 and len(p.stderr.strip().splitlines()) == 1 and "mounted" in p.stderr
+
+
+def test_ctrl_c_keeps_the_rounds_and_resume_goes_on(tmp_path):
+    """SIGINT mid-round: exit 130, the document so far stored (ended interrupted), the state kept;
+    `endure --resume` ends the run with every round there."""
+    db = str(tmp_path / "store.sqlite3")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.getcwd(), "src"))
+    with EmulatedCard(spec()) as card:
+        card.set(write_rate=40e6, read_rate=80e6)
+        proc = subprocess.Popen([sys.executable, "-m", "cardbench", "endure", card.device, "--rounds", "3",
+                                 "--confirm", str(SIZE), "--db", db], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+        try:
+            for line in proc.stderr:          # type: ignore[union-attr]
+                if line.startswith("round    1:"):
+                    break
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 130, err
+        stored = _stored(db)
+        assert len(stored) == 1 and stored[0]["ended"] == "interrupted" and len(stored[0]["rounds"]) >= 1
+        card.set(write_rate=10e9, read_rate=10e9)
+        p = call_cli("endure", "--resume", "--db", db, "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["id"] == stored[0]["id"] and len(doc["rounds"]) == 3 and doc["bytes_written"] == 3 * SIZE
+    assert [(d["id"], len(d["rounds"]), d["ended"]) for d in _stored(db)] == [(doc["id"], 3, "rounds")]

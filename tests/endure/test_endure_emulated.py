@@ -12,6 +12,7 @@ import pytest
 from cardbench.emulate import EmulatedCard
 from cardbench.endure import EndureOptions, StateError, run_endurance
 from cardbench.endure.sectors import new_card_uuid
+from cardbench.kinds.endurance import problem
 from cardbench.target import open_device_target
 from endure_helpers import SECTORS, SIZE, garbage, needs_emulator, put, sectors_of, spec
 
@@ -46,11 +47,12 @@ def test_clean_rounds(tmp_path):
     assert doc["first_error_round"] is None and doc["milestones"] == []
     assert doc["method"]["fake_check"]["verdict"] == "genuine"
     assert "3 full writes (59.8 MB) with no error" in doc["answer"]
+    assert problem(doc) is None                # the record kind takes it as it is
     # a round event per round, each with the document so far under the run's one id
     rounds = [d for n, d in opts.seen if n == "round"]
     assert [len(d["document"]["rounds"]) for d in rounds] == [1, 2, 3]
     assert {d["document"]["id"] for d in rounds} == {doc["id"]}
-    assert all(not d["document"]["complete"] and d["document"]["ended"] is None for d in rounds[:-1])
+    assert all(not d["document"]["complete"] and d["document"]["ended"] is None for d in rounds)
 
 
 def test_each_class_named(tmp_path):
@@ -91,6 +93,7 @@ def test_each_class_named(tmp_path):
     assert [(m["what"], m["round"]) for m in doc["milestones"]] == [("first error", 3), ("0.1% bad", 3)]
     assert doc["milestones"][0]["bytes_written"] == 3 * SIZE
     assert doc["answer"].startswith("19.9 MB card: first error after 3 full writes (59.8 MB): erased sectors")
+    assert problem(doc) is None
 
 
 MB1 = 1 << 20
@@ -151,3 +154,18 @@ def test_host_disk_full(tmp_path):
         assert doc["rounds"] and doc["error"] == e.value.message and not doc["complete"]
     finally:
         subprocess.run(["umount", str(d)], check=False)
+
+
+def test_hours_end_it_and_progress_says_how_far(tmp_path):
+    """--hours ends the run at the end of the round that passed it; progress events on the way,
+    at most every 0.5 s, with the contract's fields."""
+    with EmulatedCard(spec()) as card:
+        card.set(write_rate=40e6, read_rate=80e6)       # a round of ~0.75 s
+        opts = _opts(tmp_path, hours=1.0 / 3600, probe=False)
+        doc = run_endurance(open_device_target(card.device, whole_device=True), opts)
+    assert doc["ended"] == "hours" and 1 <= len(doc["rounds"]) <= 3 and doc["complete"]
+    progress = [d for n, d in opts.seen if n == "progress"]
+    assert progress and set(progress[0]) == {"round", "phase", "done_bytes", "round_bytes", "bytes_written",
+                                             "rate_bytes_per_s", "bad_fraction", "eta_s"}
+    assert all(0 < p["done_bytes"] <= SIZE and p["round_bytes"] == SIZE for p in progress)
+    assert all(p["eta_s"] is not None and p["eta_s"] <= 1.0 for p in progress)

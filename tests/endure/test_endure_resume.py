@@ -73,15 +73,27 @@ def test_sigkill_mid_round_resumes(tmp_path):
     assert [r["bad_total"] for r in doc["rounds"]] == [0, 0, 0, 0]
 
 
-def test_pulled_card_pauses_and_goes_on(tmp_path):
+def _pull_and_put_back(card) -> None:
+    card.pull()
+    time.sleep(0.5)
+    card.reinsert()
+
+
+@pytest.mark.parametrize("when", ["before the read-back", "while it writes"])
+def test_pulled_card_pauses_and_goes_on(tmp_path, when):
     seen: list[tuple[str, dict]] = []
     lines: list[str] = []
     with EmulatedCard(spec()) as card:
+        if when == "while it writes":
+            card.set(write_rate=20e6)           # round 2's write lasts ~1 s: pulled 0.3 s into it
+
         def ev(name, details):
             seen.append((name, details))
-            if name == "reading" and details["round"] == 2:
+            if when == "before the read-back" and name == "reading" and details["round"] == 2:
                 card.pull()
                 threading.Timer(0.5, card.reinsert).start()
+            elif when == "while it writes" and name == "round" and details["round"]["round"] == 1:
+                threading.Timer(0.3, _pull_and_put_back, args=(card,)).start()
         doc = run_endurance(open_device_target(card.device, whole_device=True),
                             EndureOptions(rounds=3, state_dir=str(tmp_path / "s"), events=ev, say=lines.append,
                                           probe=False, timeout=30))

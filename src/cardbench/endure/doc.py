@@ -54,7 +54,7 @@ def card_name(doc: dict[str, Any]) -> str:
     """"SanDisk 32.0 GB": the card in words, with its capacity (decimal)."""
     card = doc.get("card")
     words = card_words(card) if isinstance(card, dict) and (card.get("brand") or card.get("name")) else ""
-    size = fmt_size(doc.get("capacity_bytes") or 0)
+    size = fmt_size(doc.get("capacity_bytes") or 0).replace(".0 ", " ")
     return f"{words} {size}" if words else f"{size} card"
 
 
