@@ -31,6 +31,7 @@ import click
 from cardbench import kinds
 from cardbench.errors import StoreError, UsageError
 from cardbench.progress import Advance, set_total
+from cardbench.signals import start_thread
 from cardbench.store import outbox
 from cardbench.store.core import open_store
 from cardbench.store.export import EXPORT_SCHEMA, collect
@@ -250,6 +251,76 @@ class LiveProgress:
                 set_total(advance, t)
                 whole = t
             yield Advance(adv, learn_total)
+
+
+class LiveCards:
+    """What many cards at once are doing, for a station server's live page (``cardbench endure``
+    on several cards): the latest event of each card (its ``key``) goes in the extended body of
+    ``POST /api/v1/live`` (``card``: key, label, and on the first event of a key its ``identity``,
+    which announces the card; ``kind``, ``round``, ``bytes_written``, ``rate_bytes_per_s``,
+    ``bad_fraction``, ``eta_s``). Sent from one background thread, at most every ``every`` seconds,
+    never waited for, its failures ignored (an identity not delivered goes with the next event):
+    the records themselves go through the outbox."""
+
+    def __init__(self, url: str, token: str | None, every: float = 0.5):
+        self.up = Uploader(url, token, timeout=3)
+        self.every = every
+        self.pending: dict[str, dict] = {}
+        self.announced: set[str] = set()
+        self.identities: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.closed = False
+        self.sent = 0
+        self.thread = threading.Thread(target=self._send, name="cardbench-live-cards", daemon=True)
+        start_thread(self.thread)
+
+    def update(self, key: str, label: str, task: str, *, identity: dict | None = None, **fields: Any) -> None:
+        """The newest state of card ``key`` (replaces one not sent yet)."""
+        with self.lock:
+            if identity is not None:
+                self.identities.setdefault(key, identity)
+            self.pending[key] = {"task": task, "card": {"key": key, "label": label}, **fields}
+        self.wake.set()
+
+    def _body(self, key: str, event: dict) -> dict:
+        body = json.loads(json.dumps(event))
+        if key not in self.announced:      # announce the card (an empty identity where none is known)
+            body["card"]["identity"] = self.identities.get(key) or {}
+        return body
+
+    def _send_pending(self) -> None:
+        with self.lock:
+            todo, self.pending = self.pending, {}
+        for key, event in todo.items():
+            body = self._body(key, event)
+            try:
+                self.up.post_live(body)
+            except Exception:  # noqa: BLE001 - the live page is a courtesy; the records go through the outbox
+                continue
+            self.sent += 1
+            if "identity" in body["card"]:
+                self.announced.add(key)
+
+    def _send(self) -> None:
+        while not self.closed:
+            self.wake.wait()
+            self.wake.clear()
+            self._send_pending()
+            time.sleep(self.every)
+
+    def close(self) -> None:
+        """Send what is left (the cards' last state), then stop the thread."""
+        self.closed = True
+        self.wake.set()
+        self.thread.join(timeout=5)
+        self._send_pending()
+
+
+def live_cards() -> LiveCards | None:
+    """A :class:`LiveCards` for this command's --share server, or None when it does not share."""
+    url, token = destination()
+    return LiveCards(url, token) if url else None
 
 
 def live_progress(inner):

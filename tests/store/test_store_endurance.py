@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.parse
 
 import pytest
 
@@ -14,6 +15,7 @@ from cardbench.kinds import ENDURANCE, kind_for_schema, kind_named
 from cardbench.kinds.endurance import CLASSES, ENDINGS, SCHEMA, problem, summary
 from cardbench.record import record
 from cardbench.report.records import render_records
+from cardbench.result import Card
 from cardbench.store import open_store
 from cardbench_factories import cli, make_endurance, make_result
 from cardbench_factories import cli_ok as ok
@@ -156,3 +158,7 @@ def test_served_by_a_station_server(tmp_path):
         assert srv.get("/api/v1/records/endurance")["records"] == [a, b]
         assert srv.get(f"/api/v1/records/endurance/{b['id']}") == b
         assert srv.get("/api/v1/export?card=lenovo")["endurance"] == [b]
+        # the card's page: its endurance runs, the answer in words and the chart
+        page = srv.text("/card/" + urllib.parse.quote(Card.from_dict(b["card"]).identity(), safe=""))
+        assert "<h2>Endurance runs</h2>" in page and b["answer"] in page and a["answer"] not in page
+        assert page.count('class="chart endurance-chart"') == 1 and 'class="milestone"' in page

@@ -13,12 +13,14 @@ import threading
 import click
 
 from cardbench.cli import params
+from cardbench.cli.endure_many import endure_cards
 from cardbench.cli.ui import said
 from cardbench.devices.safety import confirm_destructive
 from cardbench.endure import EndureOptions, resume_endurance, round_line, run_endurance, saved_run_on
 from cardbench.errors import DeviceFault, UsageError
 from cardbench.measured import keep_measured
 from cardbench.record import check_store, record
+from cardbench.share import share_options
 from cardbench.target import open_device_target
 from cardbench.units import parse_number
 
@@ -52,8 +54,12 @@ def _video(ctx, param, value):
     "cardbench endure /dev/sdb                 # until 50% of it is bad",
     "cardbench endure /dev/sdb --rounds 100 --rated-tbw 40",
     "cardbench endure /dev/sdb --hours 72 --until-bad 1%",
-    "cardbench endure --resume                 # go on after a kill or a reboot"))
+    "cardbench endure --resume                 # go on after a kill or a reboot",
+    "cardbench endure /dev/sdb /dev/sdc --rounds 500   # several cards at once",
+    "cardbench endure --all-cards --share http://station:8080"))
 @click.argument("devices", nargs=-1)
+@click.option("--all-cards", "all_cards", is_flag=True,
+              help="Every card `cardbench list` shows as free to test, all at once (each confirmed).")
 @click.option("--rounds", type=click.IntRange(min=1), help="Stop after this many rounds.")
 @click.option("--hours", type=float, help="Stop after this many hours of writing and reading.")
 @click.option("--until-bad", "until_bad", callback=_fraction, default="50%", show_default=True, metavar="PCT",
@@ -72,14 +78,15 @@ def _video(ctx, param, value):
                                              "in its sectors, on any device name).")
 @click.option("--restart", is_flag=True, help="Start a new run on a card that has one saved (instead of going "
                                               "on with it).")
-@click.option("--confirm", "confirm_value", metavar="VALUE",
+@click.option("--confirm", "confirm_value", metavar="VALUE", multiple=True,
               help="The device's serial (or exact size in bytes if it has none), to destroy its data without "
-                   "a prompt. See `cardbench list`.")
+                   "a prompt; once per card with several. See `cardbench list`.")
 @params.output_options(("table", "json"), format_help="table: the answer in words and a line per round; json: "
                                                        "the cardbench.endurance/1 document.")
 @params.db_option
+@share_options
 @click.option("--no-save", is_flag=True, help="Do not store the result.")
-def endure(devices, rounds, hours, until_bad, slices, request, rated_tbw, rated_video, timeout, resume, restart,
+def endure(devices, all_cards, rounds, hours, until_bad, slices, request, rated_tbw, rated_video, timeout, resume, restart,
            confirm_value, out, db, no_save):
     """How long will the card last? Write all of it and read it back, round after round (destroys its data).
 
@@ -88,9 +95,15 @@ def endure(devices, rounds, hours, until_bad, slices, request, rated_tbw, rated_
     at --rounds, --hours, --until-bad (default 50% bad), Ctrl-C, or when the card turns read-only or
     dies. The state is saved on this host after every slice: a killed run goes on with --resume.
     """
-    if len(devices) > 1:
-        raise UsageError("one DEVICE at a time in this build (several cards at once: `cardbench endure` with the "
-                         "many-cards workers)")
+    if len(devices) > 1 or all_cards:      # several cards at once: cardbench.endure.many
+        if resume or restart:
+            raise UsageError("--resume and --restart take one card at a time")
+        endure_cards(list(devices), all_cards=all_cards, confirms=tuple(confirm_value), out=out, db=db,
+                     save=not no_save, opts=EndureOptions(
+                         rounds=rounds, hours=hours, until_bad=until_bad, slices=slices, request_bytes=request,
+                         rated_tbw=rated_tbw, rated_video=rated_video, timeout=timeout))
+        return
+    confirm_value = confirm_value[-1] if confirm_value else None
     if not devices and not resume:
         raise UsageError("give the DEVICE to wear (or --resume)")
     if resume and restart:

@@ -152,7 +152,7 @@ def compare(a, b, db, by, out, mib):
 @_filters
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, writable=True),
               help="Write one self-contained HTML file (table, charts, readers, verify verdicts, "
-                   "geometry, pull tests).")
+                   "geometry, pull tests, endurance runs).")
 @params.output_options(FORMATS, default="md", format_help="Format printed when --html is not given (md is ready "
                                                           "for a forum post).")
 @click.option("--sort", default="started", show_default=True, metavar="KEY", help="As for `results`.")
@@ -166,22 +166,29 @@ def report(db, card, reader, since, until, test_name, complete, html_file, out, 
         verify = store.verify_results(card=card, reader=reader, since=since, until=until) if html_file else []
         geometry = store.records("geometry", card=card, reader=reader, since=since, until=until) if html_file else []
         pulls = store.records("pulltest", card=card, reader=reader, since=since, until=until) if html_file else []
+        endure = store.records("endurance", card=card, reader=reader, since=since, until=until) if html_file else []
         if out.fmt == "json" and not html_file:   # every kind of record, as `results --json` and `export`
             everything = to_json(collect(store, card=card, reader=reader, since=since, until=until, test=test_name,
                                          complete=complete, sort=sort))
+        # Markdown: below the runs, the records of every listed kind, as `results --format md`
+        listed = [(k, store.records(k.name, card=card, reader=reader, since=since, until=until))
+                  for k in kinds.kinds() if k.listed] if out.fmt == "md" and not html_file else []
     if html_file:
         _write_atomically(Path(html_file), render_html(found, verify, rate_unit=_unit(mib), geometry_docs=geometry,
-                                                     pulltest_docs=pulls))
+                                                     pulltest_docs=pulls, endurance_docs=endure))
         if out.json:
             out.echo(json.dumps({"schema": "cardbench.report/1", "html": html_file, "results": len(found),
                                  "verify_results": len(verify), "geometry_results": len(geometry),
-                                 "pulltest_results": len(pulls)}, indent=2))
+                                 "pulltest_results": len(pulls), "endurance_results": len(endure)}, indent=2))
         out.note(f"wrote {html_file} ({len(found)} run{'s' if len(found) != 1 else ''})")
         return
     if everything is not None:
         out.echo(everything, nl=False)
         return
     out.echo(render(found, out.fmt, _unit(mib), width=out.width), nl=False)
+    for k, docs in listed:
+        if docs:
+            out.echo(render_records(k, docs, out.fmt, width=out.width), nl=False)
 
 
 @click.command("import", epilog=params.examples(

@@ -6,7 +6,9 @@ against position (``raw_read`` test extra ``positions``: [[offset_bytes, bytes_p
 sustained-write curves (``sustained_write`` extra ``curve``: [[bytes_written, bytes_per_s], ...])
 when any result has them; readers with the ceilings ``cardbench.verdicts.readers.reader_ceilings``
 infers (when that module is present); fake-capacity verdicts (``cardbench.verify/1`` documents); flash geometry
-(``cardbench.geometry/1``); pull tests (``cardbench.pulltest/1``: the verdict in words, a row per pull).
+(``cardbench.geometry/1``); pull tests (``cardbench.pulltest/1``: the verdict in words, a row per pull);
+endurance runs (``cardbench.endurance/1``: one chart of every card's rates and bad sectors against
+rounds, the milestones marked; per card its answer, milestones and last rounds).
 
 A Content-Security-Policy meta tag forbids scripts and any fetch, so the file shows the same
 offline, in a mail, or years later.
@@ -27,6 +29,7 @@ from cardbench.report.drawer import (
     headers,
     legend,
 )
+from cardbench.report.endurance import endurance_section
 from cardbench.report.geometry import geometry_section
 from cardbench.report.readers import reader_title
 from cardbench.report.svg import Bar, Series, bar_chart, line_chart
@@ -51,7 +54,9 @@ tr.incomplete td { color: #888; font-style: italic; }
 .mark { display: inline-block; padding: 0 5px; border-radius: 3px; font-size: 11.5px; margin-right: 3px; }
 .mark.warn { background: #fff1c2; } .mark.limited { background: #dbe9ff; } .mark.incomplete { background: #f4d4d4; }
 .verdict-fake, .verdict-fails, .verdict-loses, .confidence-likely { color: #a61b1b; font-weight: 600; }
-.verdict-genuine, .verdict-meets, .verdict-keeps { color: #1f7a3a; font-weight: 600; }
+.verdict-genuine, .verdict-meets, .verdict-keeps, .verdict-no-error { color: #1f7a3a; font-weight: 600; }
+.verdict-worn, .verdict-dead, .verdict-read-only, .verdict-counterfeit { color: #a61b1b; font-weight: 600; }
+table caption { text-align: left; font-size: 12.5px; color: #555; padding: 2px 0; }
 svg.chart { display: block; margin: 10px 0 18px; max-width: 100%; height: auto; }
 code { font-size: 12px; }
 """
@@ -256,7 +261,7 @@ def _pulltest(docs: list[dict]) -> str:
 
 def render_html(results: list[Result], verify_docs: list[dict] | None = None, *, rate_unit: str = "MB/s",
                 title: str = "cardbench report", geometry_docs: list[dict] | None = None,
-                pulltest_docs: list[dict] | None = None) -> str:
+                pulltest_docs: list[dict] | None = None, endurance_docs: list[dict] | None = None) -> str:
     """The whole report as one HTML document (a string)."""
     check_rate_unit(rate_unit)
     results = list(results)
@@ -307,6 +312,10 @@ def render_html(results: list[Result], verify_docs: list[dict] | None = None, *,
     if pulltest_docs:
         parts.append('<section id="pulltest"><h2>Pull tests: does it keep what it acknowledged?</h2>')
         parts.append(_pulltest(list(pulltest_docs)))
+        parts.append("</section>")
+    if endurance_docs:
+        parts.append('<section id="endurance"><h2>Endurance: how long does it last?</h2>')
+        parts.append(endurance_section(list(endurance_docs), rate_unit=rate_unit))
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

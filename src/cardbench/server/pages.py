@@ -17,6 +17,7 @@ from cardbench import __version__
 from cardbench.kinds import Kind
 from cardbench.report import html as rh
 from cardbench.report.drawer import cells, drawer_row, headers, legend
+from cardbench.report.endurance import endurance_section
 from cardbench.report.readers import reader_title
 from cardbench.report.svg import bar_chart
 from cardbench.result import Card, Result
@@ -145,7 +146,8 @@ def _when_labels(results: list[Result]) -> list[str]:
 
 #: kinds a card page shows with a table of their own (heading, renderer); the other listed kinds
 #: (cardbench.kinds) as one line each: when, and the answer in words
-CARD_TABLES = {"verify": ("Fake-capacity checks", rh._verify)}
+CARD_TABLES = {"verify": ("Fake-capacity checks", rh._verify),
+               "endurance": ("Endurance runs", lambda docs: endurance_section(docs, rate_unit=RATE_UNIT))}
 
 
 def records_section(kind: Kind, docs: list[dict]) -> str:
