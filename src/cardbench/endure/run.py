@@ -55,8 +55,10 @@ from cardbench.target import GONE_WAIT, DeviceTarget, open_device_target
 from cardbench.verify.quick import verify_device
 
 SECTOR = 512
-#: sectors read one at a time, at most, per slice, to find which sectors of a failed request fail
-PROBE_SECTORS = 4096
+#: failed reads, at most, per slice while a failed request is read again in pieces (a failing read
+#: can take long: the emulator's ~6 ms, a real card's up to its SCSI timeout); past it, a piece that
+#: fails counts whole as unreadable (an upper bound, on a card already failing everywhere)
+PROBE_FAILS = 64
 #: pieces a failed read request is split into, largest first (down to one sector)
 PROBE_PIECES = (64 << 10, 4 << 10, SECTOR)
 #: errnos of a write that say the card is read-only
@@ -184,6 +186,8 @@ class Endurance:
         self._refused: set[tuple[str, str | None]] = set()
         self._bufs: AlignedBuffers | None = None
         self._unread_whole = False
+        self._pieces_written = 0
+        self._probe_budget = [PROBE_FAILS]
 
     def _buffers(self, size: int) -> AlignedBuffers:
         """The run's request buffers (``depth`` of ``size`` bytes), made once."""
@@ -321,6 +325,8 @@ class Endurance:
         counts = np.zeros(7, dtype=np.int64)
         failed = 0
         self._unread_whole = False
+        self._pieces_written = 0
+        self._probe_budget = [PROBE_FAILS]
         done_bytes = 0
         t_active = 0.0
         try:
@@ -372,20 +378,41 @@ class Endurance:
         finally:
             eng.close()
         if phase == "write":
-            if failed and self.target.gone(errno.EIO, wait=GONE_WAIT):
+            if failed and self._gone_after_errors():
                 raise _Gone(f"{shown(path)}: {GONE_WORDS}")
-            if failed == len(requests):
+            if failed == len(requests) and not self._pieces_written:
                 raise _ReadOnly(f"every write of a slice failed ({shown(path)} at bytes {start}-{end})")
             cur["write_seconds"] += t_active
             cur["bytes_written"] += end - start
             cur["write_errors"] += failed
         else:
-            if self._unread_whole and self.target.gone(errno.EIO, wait=GONE_WAIT):
+            if self._unread_whole and self._gone_after_errors():
                 raise _Gone(f"{shown(path)}: {GONE_WORDS}")
             cur["read_seconds"] += t_active
             cur["bytes_read"] += end - start
             cur["bad"] = [a + int(b) for a, b in zip(cur["bad"], counts, strict=True)]
         self.state["active_seconds"] += t_active
+
+    def _gone_after_errors(self) -> bool:
+        """After requests failed with I/O errors: whether the card went away (a pulled card fails
+        with EIO before it leaves sysfs). A card that still reads any of its slices' first 4 KiB
+        is there (a worn card, not a pulled one): no wait; else the target's rule, with its wait."""
+        if self.target.gone():
+            return True
+        buf = aligned_buffer(4096)
+        try:
+            with DataFile.open(self.target.path, write=False) as f:
+                for start, _ in self.bounds:
+                    try:
+                        f.read_exact(buf, start)
+                        return False
+                    except IO_ERRORS:
+                        continue
+        except IO_ERRORS:
+            pass
+        finally:
+            release(buf)
+        return self.target.gone(errno.EIO, wait=GONE_WAIT)
 
     def _check_card(self) -> None:
         """Before a slice is written: the device still holds this card (a name freed by a pull may
@@ -423,6 +450,7 @@ class Endurance:
         if phase == "write":
             if err in READ_ONLY_ERRNOS or _sys_read_only(self.target.path):
                 raise _ReadOnly(f"{shown(self.target.path)} refuses writes ({os.strerror(err)})")
+            self._pieces_written += self._rewrite(off, n, rnd)
             return 1
         found = self._probe_read(off, n, rnd)
         if found[UNREADABLE] == n // SECTOR:
@@ -430,12 +458,37 @@ class Endurance:
         counts += found
         return 1
 
+    def _rewrite(self, off: int, n: int, rnd: int) -> int:
+        """Write a failed request again in pieces (:data:`PROBE_PIECES`'s largest), so its good part
+        lands (a card may drop a whole request for one bad spot); the pieces written. None of them
+        on a slice whose every request failed: the card refuses writes everywhere (read-only)."""
+        piece = PROBE_PIECES[0]
+        done = 0
+        buf = aligned_buffer(piece)
+        try:
+            with DataFile.open(self.target.path, write=True) as f:
+                for p in range(off, off + n, piece):
+                    view = memoryview(buf)[:min(piece, off + n - p)]
+                    self.sectors.fill(view, p, rnd)
+                    try:
+                        f.write_exact(view, p)
+                        done += 1
+                    except IO_ERRORS as e:
+                        if e.errno in GONE:
+                            raise
+        except IO_ERRORS as e:
+            if e.errno in GONE or self.target.gone(e.errno):
+                raise _Gone(f"{shown(self.target.path)}: {GONE_WORDS}") from None
+        finally:
+            release(buf)
+        return done
+
     def _probe_read(self, off: int, n: int, rnd: int) -> np.ndarray:
         """Read [off, off+n) again in ever smaller pieces (:data:`PROBE_PIECES`, at most
-        :data:`PROBE_SECTORS` single sectors): the counts of what could be read, and the rest
+        :data:`PROBE_FAILS` failed reads a slice): the counts of what could be read, and the rest
         unreadable."""
         counts = np.zeros(7, dtype=np.int64)
-        budget = [PROBE_SECTORS]
+        budget = self._probe_budget
         buf = aligned_buffer(PROBE_PIECES[0])
         try:
             with DataFile.open(self.target.path, write=False) as f:
@@ -451,24 +504,20 @@ class Endurance:
 
     def _probe(self, f: DataFile, buf, off: int, n: int, level: int, rnd: int, counts: np.ndarray,
                budget: list[int]) -> None:
+        """Read [off, off+n) in pieces of ``PROBE_PIECES[level]``; a piece that fails is read again
+        in the next smaller pieces while ``budget[0]`` (failed reads left) lasts, else counted
+        whole as unreadable."""
         piece = PROBE_PIECES[level]
         for p in range(off, off + n, piece):
             m = min(piece, off + n - p)
-            if piece == SECTOR:
-                if budget[0] <= 0:
-                    counts[UNREADABLE] += (off + n - p) // SECTOR
-                    return
-                budget[0] -= 1
             view = memoryview(buf)[:m]
             try:
                 f.read_exact(view, p)
             except IO_ERRORS as e:
                 if e.errno in GONE:
                     raise
-                if piece == SECTOR:
-                    counts[UNREADABLE] += 1
-                elif budget[0] < m // SECTOR and level + 1 < len(PROBE_PIECES) and \
-                        PROBE_PIECES[level + 1] == SECTOR:
+                budget[0] -= 1
+                if piece == SECTOR or budget[0] <= 0:
                     counts[UNREADABLE] += m // SECTOR
                 else:
                     self._probe(f, buf, p, m, level + 1, rnd, counts, budget)
