@@ -698,6 +698,7 @@ class Endurance:
             if self._stop_asked():
                 return "interrupted"
             st["error_detail"] = f"the card did not come back within {self.opts.timeout:g} s"
+            self.say(f"{st['error_detail']}: the run ends here, the card called dead")
             return "dead"
         self.target = open_device_target(path, whole_device=True)
         st["device"] = path
