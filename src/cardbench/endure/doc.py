@@ -19,8 +19,8 @@ from cardbench.units import fmt_size
 __all__ = ["CLASSES", "ENDINGS", "MILESTONES", "SCHEMA", "VERDICTS", "answer", "build_doc", "milestones",
            "round_line"]
 
-#: a class in words, as the answer says it ("stale data in 14 sectors (lost writes)")
-CLASS_WORDS = {
+#: a class as the answer phrases it (what each class means: kinds.endurance.CLASS_WORDS) ("stale data in 14 sectors (lost writes)")
+CLASS_PHRASES = {
     "erased": "erased sectors (00/FF: writes that never reached the flash) in {n}",
     "stale": "stale data in {n} (lost writes)",
     "misplaced": "misplaced data in {n} (wrong addressing)",
@@ -82,7 +82,7 @@ def answer(doc: dict[str, Any]) -> str:
         r = rounds[first["round"] - 1] if 0 < first["round"] <= len(rounds) else rounds[-1]
         bad = {k: v for k, v in r["bad_sectors"].items() if v}
         order = sorted(bad, key=lambda k: -bad[k])
-        what = "; ".join(CLASS_WORDS[k].format(n=_sectors(bad[k])) for k in order[:2])
+        what = "; ".join(CLASS_PHRASES[k].format(n=_sectors(bad[k])) for k in order[:2])
         text = f"{name}: {so_far}first error after {_full(first['bytes_written'], cap)}: {what}"
         later = [m for m in doc["milestones"] if m["what"] != "first error"]
         if later:

@@ -28,8 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cardbench.endure.run import EndureOptions, run_endurance
-from cardbench.endure.run import _identity as card_and_reader  # the card as run_endurance records it
+from cardbench.endure.run import EndureOptions, card_and_reader, run_endurance
 from cardbench.errors import CardbenchError, Interrupted
 from cardbench.result import Card
 from cardbench.signals import signals_held, start_thread

@@ -711,7 +711,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
-def _identity(target: DeviceTarget) -> tuple[dict | None, dict | None]:
+def card_and_reader(target: DeviceTarget) -> tuple[dict | None, dict | None]:
     dev = target.block_device()
     if dev is None:
         return None, None
@@ -737,7 +737,7 @@ def run_endurance(target: DeviceTarget, opts: EndureOptions) -> dict[str, Any]:
     if not isinstance(target, DeviceTarget):
         raise UsageError(f"{shown(target.path)}: an endurance run needs a whole block device")
     opts.validate()
-    card, reader = _identity(target)
+    card, reader = card_and_reader(target)
     with DataFile.open(target.path, write=False) as f:
         sector, capacity = f.geometry()
     if capacity < opts.slices * 4096:
