@@ -24,38 +24,60 @@ all of a request or nothing.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import threading
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from cardbench import kinds
-from cardbench.errors import CardbenchError, StoreError, UsageError
+from cardbench.errors import CardbenchError, NotFound, StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
-from cardbench.units import INT64_MAX
+from cardbench.units import INT64_MAX, finite_or_null
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
-CSP = "default-src 'self'; style-src 'unsafe-inline'; img-src data:; script-src 'self'"
+#: the longest record id the server takes (a uuid is 32 or 36 characters); longer ids are refused
+#: at upload (400) and are no record's when read (404)
+MAX_ID_LENGTH = 200
+CSP = ("default-src 'self'; style-src 'unsafe-inline'; img-src data:; script-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+#: on every answer (pages, API, errors, the script, 404 and 405 too)
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+#: the cookie a browser opened with ``?token=`` keeps the read token in
+READ_COOKIE = "cardbench_read"
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
 
 
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+class JSON(JSONResponse):
+    """A JSON answer that JSON can always hold: a record stored before NaN and Infinity were
+    refused is sent with them as null, a lone surrogate as its escape, never a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        except (ValueError, UnicodeEncodeError):
+            return json.dumps(finite_or_null(content), allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSON({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
 
 
 class Live:
@@ -80,8 +102,12 @@ class Server:
         self.db, self.read_token, self.max_body = db, read_token, max_body
         self.local = threading.local()
         self.live = Live()
-        with open_store(db):      # create / migrate once, and fail now on a bad --db
-            pass
+        with open_store(db) as st:      # create / migrate once, and fail now on a bad --db
+            self.location = st.location
+
+    def hide_location(self, message: str) -> str:
+        """A message without the store's path or URL (a client has no business knowing it)."""
+        return message.replace(f" in {self.location}", "").replace(self.location, "the store")
 
     # -- the store, one connection per worker thread ---------------------------------------------
     def store(self):
@@ -112,9 +138,16 @@ class Server:
     def check_read(self, request: Request) -> None:
         if self.read_token is None:
             return
-        given = _bearer(request) or request.query_params.get("token") or request.cookies.get("cardbench_read")
-        if given != self.read_token:
+        given = _bearer(request) or request.query_params.get("token") or request.cookies.get(READ_COOKIE)
+        if not self.is_read_token(given):
             raise HTTPError(401, "reading this server takes its read token (Authorization: Bearer TOKEN)")
+
+    def is_read_token(self, given: str | None) -> bool:
+        """In constant time (hmac.compare_digest), whatever the text given."""
+        if self.read_token is None or given is None:
+            return False
+        return hmac.compare_digest(given.encode("utf-8", "backslashreplace"),
+                                   self.read_token.encode("utf-8", "backslashreplace"))
 
     # -- writing -----------------------------------------------------------------------------------
     async def body(self, request: Request) -> bytes:
@@ -132,6 +165,10 @@ class Server:
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise HTTPError(400, f"the body cannot be read as cardbench records ({type(e).__name__}: {e})") from None
         _own_ids(doc)
+        for k, rid, _ in contents.records():
+            problem = id_problem(rid)
+            if problem:
+                raise HTTPError(400, f"{k.noun} id {rid[:60]!r}: {problem}")
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
@@ -161,6 +198,19 @@ async def read_body(request: Request, max_body: int) -> bytes:
     return b"".join(chunks)
 
 
+def id_problem(rid: str) -> str | None:
+    """Why a record id cannot be a shared record's (None: it can). An id is read back as itself
+    (``/api/v1/results/`` + the id, quoted): never stripped, so none starts or ends with a space;
+    none holds a control character or is longer than MAX_ID_LENGTH. A ``/`` is fine."""
+    if not rid or rid != rid.strip():
+        return "an id may not be empty or start or end with white space"
+    if len(rid) > MAX_ID_LENGTH:
+        return f"an id is at most {MAX_ID_LENGTH} characters"
+    if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in rid):
+        return "an id may not hold control characters"
+    return None
+
+
 def _own_ids(doc: Any) -> None:
     """Every result uploaded carries its own id (a retry must name the same record), a card and
     a list of tests: a bare ``{"schema": "cardbench.result/1"}`` is not a run."""
@@ -186,6 +236,24 @@ def _bearer(request: Request) -> str | None:
     return None
 
 
+class App(Starlette):
+    """Starlette, with SECURITY_HEADERS on every answer (set where an answer has none of its own),
+    including those Starlette makes itself (404, 405, 500)."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *((k, v) for k, v in SECURITY_HEADERS if k not in have)]}
+            await send(message)
+        await super().__call__(scope, receive, send_with_headers)
+
+
 def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY) -> Starlette:
     srv = Server(db, read_token=read_token, max_body=max_body)
 
@@ -194,24 +262,42 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         async def endpoint(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                if not writes:
-                    srv.check_read(request)
-                resp = await fn(request)
+                if not writes and srv.read_token is not None and "token" in request.query_params \
+                        and not request.url.path.startswith("/api/"):
+                    resp = token_to_cookie(request)
+                else:
+                    if not writes:
+                        srv.check_read(request)
+                    resp = await fn(request)
             except HTTPError as e:
-                resp = error(e.status, e.message)
+                resp = error(e.status, e.message, e.headers)
             except tokens.Forbidden as e:
                 resp = error(403, str(e))
             except StoreError as e:
-                resp = error(503, f"the store failed, nothing was stored: {e.message}")
-            except UsageError as e:
-                resp = error(400, e.message)
-            except CardbenchError as e:
-                resp = error(400, e.message)
+                resp = error(503, f"the store failed, nothing was stored: {srv.hide_location(e.message)}")
+            except NotFound as e:
+                resp = error(404, srv.hide_location(e.message))
+            except CardbenchError as e:         # UsageError and the others: the request's fault
+                resp = error(400, srv.hide_location(e.message))
+            except (RecursionError, OverflowError, UnicodeError) as e:
+                # the last guard: input nested too deep, a number beyond what a float or the
+                # store holds, text UTF-8 cannot hold, somewhere not checked before
+                resp = error(400, f"the request cannot be read ({type(e).__name__})")
             resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1000:.1f}"
-            resp.headers.setdefault("Content-Security-Policy", CSP)
-            resp.headers.setdefault("X-Content-Type-Options", "nosniff")
             return resp
         return endpoint
+
+    def token_to_cookie(request: Request) -> Response:
+        """A page opened with ``?token=``: the token goes to a cookie (HttpOnly, SameSite=Strict,
+        Path=/) and the browser to the same page without it, so no link, history entry or
+        Referer carries it; every link and the live stream then send the cookie."""
+        if not srv.is_read_token(request.query_params.get("token")):
+            raise HTTPError(401, "reading this server takes its read token (Authorization: Bearer TOKEN)")
+        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        resp = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
+        resp.set_cookie(READ_COOKIE, srv.read_token or "", httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+        return resp
 
     def filters(request: Request) -> dict[str, str]:
         qp = request.query_params
@@ -331,12 +417,14 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         doc = await run_in_threadpool(srv.call, lambda store: collect(
             store, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
             until=f["until"] or None, test=f["test"] or None))
-        return JSONResponse(doc)
+        return JSON(doc)
 
     async def api_result(request: Request) -> Response:
         rid = request.path_params["id"]
+        if id_problem(rid):        # no record has such an id: not looked for (nor stripped to another's)
+            raise HTTPError(404, f"no run with id {rid[:60]!r}")
         r = await run_in_threadpool(srv.call, lambda store: store.get(rid))
-        return JSONResponse(r.to_dict())
+        return JSON(r.to_dict())
 
     async def api_kind(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])      # UsageError: 400 naming the kinds
@@ -344,16 +432,17 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         found = await run_in_threadpool(srv.call, lambda store: store.records(
             k.name, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
             until=f["until"] or None))
-        return JSONResponse({"schema": k.schema, "kind": k.name,
+        return JSON({"schema": k.schema, "kind": k.name,
                              "records": [d if k.item_type is dict else k.dump(d) for d in found]})
 
     async def api_record(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])
         rid = request.path_params["id"]
-        doc = await run_in_threadpool(srv.call, lambda store: store.stored_document(k.name, rid))
+        doc = None if id_problem(rid) else await run_in_threadpool(
+            srv.call, lambda store: store.stored_document(k.name, rid))
         if doc is None:
-            raise HTTPError(404, f"no {k.noun} with id {rid!r}")
-        return JSONResponse(doc)
+            raise HTTPError(404, f"no {k.noun} with id {rid[:60]!r}")
+        return JSON(doc)
 
     async def api_records(request: Request) -> Response:
         token = _bearer(request)
@@ -366,7 +455,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         raw = await srv.body(request)
         out, contents = await run_in_threadpool(srv.store_records, station, raw)
         _publish(station, contents)
-        return JSONResponse(out, status_code=200)
+        return JSON(out, status_code=200)
 
     async def api_live(request: Request) -> Response:
         token = _bearer(request)
@@ -376,7 +465,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         raw = await read_body(request, 64 * 1024)
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise HTTPError(400, "the body is not JSON") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("task"), str):
             raise HTTPError(400, "give {\"task\": text, \"done\": bytes, \"total\": bytes or null}")
@@ -384,7 +473,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         ev = {"kind": "progress", "task": doc["task"][:300], "done": num(doc.get("done")), "total": num(doc.get("total")),
               "at": time.strftime("%H:%M:%S")}
         srv.live.publish(station, ev)
-        return JSONResponse({"ok": True})
+        return JSON({"ok": True})
 
     def _publish(station: str, contents) -> None:
         if not srv.live.queues.get(station) and not contents.results:
@@ -408,20 +497,20 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/live", guarded(live_index)),
         Route("/live/{station}/events", guarded(live_events)),
         Route("/live/{station}", guarded(live)),
-        Route("/static/live.js", live_js),
+        Route("/static/live.js", guarded(live_js, writes=True)),       # no token asked for a script
         Route("/api/v1/results", guarded(api_results)),
         Route("/api/v1/export", guarded(api_results)),
-        Route("/api/v1/results/{id}", guarded(api_result)),
+        Route("/api/v1/results/{id:path}", guarded(api_result)),
         Route("/api/v1/records", guarded(api_records, writes=True), methods=["POST"]),
         Route("/api/v1/records/{kind}", guarded(api_kind)),
-        Route("/api/v1/records/{kind}/{id}", guarded(api_record)),
+        Route("/api/v1/records/{kind}/{id:path}", guarded(api_record)),
         Route("/api/v1/live", guarded(api_live, writes=True), methods=["POST"]),
     ]
 
     async def server_error(request: Request, exc: Exception) -> Response:
         return error(500, f"internal error: {type(exc).__name__}")
 
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: lambda r, e: error(
+    app = App(routes=routes, exception_handlers={404: not_found, 405: lambda r, e: error(
         405, "method not allowed"), 500: server_error})
     app.state.server = srv
     return app

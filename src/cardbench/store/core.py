@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import platformdirs
 
 from cardbench import kinds
-from cardbench.errors import StoreError, UsageError
+from cardbench.errors import NotFound, StoreError, UsageError
 from cardbench.kinds import PROBE_SCHEMA, RESULT_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA  # noqa: F401  (re-exported)
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
@@ -37,6 +37,7 @@ from cardbench.store.schema import (
     Migration,
     check_migrations,
 )
+from cardbench.units import UnitError, check_json_numbers
 
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
@@ -58,6 +59,19 @@ def default_path() -> Path:
 
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _document_text(doc: Any, what: str) -> str:
+    """A record's stored JSON text; UsageError when it has none: a number JSON cannot hold
+    (NaN or Infinity, given or derived: ``seconds`` 1e-320 makes ``bytes_per_s`` infinite), a
+    whole number beyond 64 bits, a lone surrogate, a value that is not JSON. Named by key path."""
+    try:
+        check_json_numbers(doc)
+        return json.dumps(doc, ensure_ascii=False, allow_nan=False)
+    except UnitError as e:
+        raise UsageError(f"{what} cannot be stored: {e}") from None
+    except (TypeError, ValueError, RecursionError) as e:
+        raise UsageError(f"{what} cannot be stored as JSON: {first_line(e)}") from None
 
 
 def _dumps(obj: Any) -> str:
@@ -237,10 +251,7 @@ class Store:
         if not isinstance(result, Result):
             raise UsageError(f"can only save a Result, not {type(result).__name__}")
         doc = result.to_dict()
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"result {result.id} cannot be stored as JSON: {first_line(e)}") from None
+        text = _document_text(doc, f"result {result.id}")
         self._run(f"saving result {result.id}", self._save_tx, result, doc, text, retry=True)
         return result.id
 
@@ -469,13 +480,14 @@ class Store:
         run_id = str(run_id).strip()
         rows = self._run("reading a result", self._db.execute,
                          "SELECT document FROM runs WHERE result_id = ?", (run_id,))
-        if not rows and len(run_id) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in run_id):
+        # a prefix is at most a whole id (a uuid); a longer text is no prefix (nor a LIKE pattern too long)
+        if not rows and 4 <= len(run_id) <= 36 and all(c in "0123456789abcdefABCDEF-" for c in run_id):
             rows = self._run("reading a result", self._db.execute,
                              "SELECT document FROM runs WHERE result_id LIKE ?", (run_id.lower() + "%",))
             if len(rows) > 1:
                 raise UsageError(f"run id prefix {run_id!r} matches {len(rows)} runs; give more of it")
         if not rows:
-            raise UsageError(f"no run with id {run_id!r} in {self.url}")
+            raise NotFound(f"no run with id {run_id!r} in {self.url}")
         return self._load(rows[0][0])
 
     def count(self) -> int:
@@ -550,17 +562,10 @@ class Store:
         k = kinds.kind_of(item)
         if k.table.native:
             doc = item.to_dict()
-            try:
-                return k, doc, json.dumps(doc, ensure_ascii=False)
-            except (TypeError, ValueError) as e:
-                raise UsageError(f"{k.noun} {item.id} cannot be stored as JSON: {first_line(e)}") from None
+            return k, doc, _document_text(doc, f"{k.noun} {item.id}")
         doc = dict(item)
         doc.setdefault("id", uuid.uuid4().hex)
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"{k.noun} cannot be stored as JSON: {first_line(e)}") from None
-        return k, doc, text
+        return k, doc, _document_text(doc, k.noun)
 
     def _write_document(self, k: kinds.Kind, doc: dict, text: str) -> None:
         """The rows of one document (inside the caller's transaction), as its kind's Table says:

@@ -32,7 +32,7 @@ from cardbench.errors import UsageError
 from cardbench.kinds import RESULT_SCHEMA
 from cardbench.result import Card, Result
 from cardbench.store.core import open_store
-from cardbench.units import UnitError, check_json_numbers
+from cardbench.units import UnitError, check_json_numbers, finite_or_null
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
@@ -63,7 +63,12 @@ def collect(store, *, card: str | None = None, reader: str | None = None, since:
 
 
 def to_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    """The export as JSON text, never a bare NaN or Infinity (not JSON): a record stored before
+    they were refused has them as null."""
+    try:
+        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(finite_or_null(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def counts(doc: dict[str, Any]) -> str:
@@ -176,8 +181,10 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             problem = result_problem(d)
             if problem:
                 raise ValueError(problem)
-            out.results.append(result_kind.load(d))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            result = result_kind.load(d)
+            check_json_numbers(result.to_dict())    # what it derives too: seconds 1e-320, an infinite rate
+            out.results.append(result)
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:   # UnitError is a ValueError
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
         _check_ids(path, out.records())

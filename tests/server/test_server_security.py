@@ -1,0 +1,308 @@
+"""What a hostile station found (issue 34, "Security"), each a test, in-process (Starlette's
+TestClient) over a real SQLite store, and the storing ones over a real PostgreSQL too: NaN and
+Infinity (given or derived) refused and never breaking the read API, 400 (not 500) for input too
+deep, too large or not UTF-8, 404 for ids no record has, headers on every answer, the read
+token's cookie, ids read back as themselves, control characters never reaching a page raw."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from contextlib import contextmanager
+from urllib.parse import quote
+
+import pytest
+from starlette.testclient import TestClient
+
+from cardbench.server import tokens
+from cardbench.server.app import create_app
+from cardbench.server.pages import card_url
+from cardbench.store.core import open_store
+from serve_helpers import ServeProcess, cli, make_result
+
+
+def strict_json(text: str):
+    """JSON as the standard says it (no NaN, Infinity): what a browser's JSON.parse takes."""
+    def refuse(name):
+        raise AssertionError(f"not JSON: bare {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@contextmanager
+def served(db: str, **kw):
+    app = create_app(db, **kw)
+    with open_store(db) as store:
+        toks = {s: tokens.add(store, s) for s in ("alpha", "beta")}
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, toks
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield str(tmp_path / "lab.sqlite3")
+    else:
+        server = request.getfixturevalue("pg_server")
+        yield server.new_database()
+
+
+@pytest.fixture
+def env(store_url):
+    with served(store_url) as (client, toks):
+        yield client, store_url, toks
+
+
+def post(client, token, doc=None, raw=None):
+    body = raw if raw is not None else json.dumps(doc, allow_nan=True)
+    return client.post("/api/v1/records", content=body, headers={"Authorization": f"Bearer {token}"})
+
+
+def one_line_error(resp, status):
+    assert resp.status_code == status, (resp.status_code, resp.text[:300])
+    doc = resp.json()
+    assert set(doc) == {"error"} and "\n" not in doc["error"], doc
+    return doc["error"]
+
+
+def read_api_answers(client, ids=()):
+    """Every read endpoint answers 200 with JSON (no bare NaN) or HTML."""
+    for url in ("/api/v1/results", "/api/v1/export", "/api/v1/records/result", "/api/v1/records/verify",
+                *(f"/api/v1/results/{quote(i, safe='')}" for i in ids)):
+        resp = client.get(url)
+        assert resp.status_code == 200, (url, resp.status_code, resp.text[:300])
+        strict_json(resp.text)
+    for url in ("/", "/readers", "/live"):
+        resp = client.get(url)
+        assert resp.status_code == 200, (url, resp.status_code, resp.text[:300])
+
+
+def set_(path):
+    """A mutation setting the key path ``a.b[0].c`` of a result document."""
+    def apply(doc, value):
+        keys = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+        node = doc
+        for k in keys[:-1]:
+            node = node[int(k[1:-1])] if k.startswith("[") else node.setdefault(k, {})
+        last = keys[-1]
+        if last.startswith("["):
+            node[int(last[1:-1])] = value
+        else:
+            node[last] = value
+    return apply
+
+
+FREE_FORM = ["tool.name", "tests[0].method.engine", "tests[0].extra.note", "extra.anything", "host.kernel",
+             "tests[0].ci95_bytes_per_s", "card.name", "tests[0].runs[0].seconds", "tests[1].runs[2].bytes"]
+
+
+@pytest.mark.parametrize("where", FREE_FORM)
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_nan_or_infinity_anywhere_is_400_and_never_stored(env, where, value):
+    client, db, toks = env
+    doc = make_result().to_dict()
+    set_(where)(doc, value if where != "tests[0].ci95_bytes_per_s" else [value, 1.0])
+    error = one_line_error(post(client, toks["alpha"], doc), 400)
+    assert "not finite" in error
+    assert client.get(f"/api/v1/results/{doc['id']}").status_code == 404
+    read_api_answers(client)
+
+
+def test_a_verify_document_with_nan_in_its_tool_is_400(env):
+    client, db, toks = env
+    doc = {"schema": "cardbench.verify/1", "id": uuid.uuid4().hex, "tool": math.nan, "card": {"brand": "X"},
+           "verdict": "genuine"}
+    assert "not finite" in one_line_error(post(client, toks["alpha"], doc), 400)
+    assert client.get(f"/api/v1/records/verify/{doc['id']}").status_code == 404
+
+
+@pytest.mark.parametrize("seconds", [1e-320, 5e-324])
+def test_seconds_that_make_an_infinite_rate_are_400(env, seconds):
+    """A finite ``seconds`` so small that bytes / seconds overflows: the derived bytes_per_s is
+    infinite. Refused by key path, nothing stored; the read API answers as before."""
+    client, db, toks = env
+    doc = make_result().to_dict()
+    doc["tests"][0]["runs"][0]["seconds"] = seconds
+    error = one_line_error(post(client, toks["alpha"], doc), 400)
+    assert "tests[0].runs[0].bytes_per_s" in error and "not finite" in error, error
+    with open_store(db) as s:
+        assert s.stored_document("result", doc["id"]) is None
+    read_api_answers(client)
+
+
+def test_a_record_stored_with_nan_by_an_old_version_is_served_as_json(tmp_path):
+    """Defence in depth: a record whose stored text holds NaN and Infinity (written before they
+    were refused) is read back by every endpoint as JSON with null there; the list stays whole,
+    and `cardbench export` writes null, never a bare NaN."""
+    db = str(tmp_path / "old.sqlite3")
+    good, bad = make_result(brand="Good"), make_result(brand="Old")
+    with served(db) as (client, toks):
+        assert post(client, toks["alpha"], good.to_dict()).status_code == 200
+        assert post(client, toks["alpha"], bad.to_dict()).status_code == 200
+        doc = bad.to_dict()
+        doc["tests"][0]["runs"][0]["seconds"] = 1e-320
+        doc["tests"][0]["extra"] = {"x": math.nan}
+        doc["tool"] = {"name": math.inf}
+        verify = {"schema": "cardbench.verify/1", "id": "old-verify", "tool": "f3", "card": {"brand": "Old"},
+                  "verdict": "genuine", "usable_bytes": 1}
+        assert post(client, toks["alpha"], verify).status_code == 200
+        with open_store(db) as s:
+            s._db.execute("UPDATE runs SET document = ? WHERE result_id = ?", (json.dumps(doc), bad.id))
+            s._db.execute("UPDATE verify_results SET document = ? WHERE verify_id = ?",
+                          (json.dumps({**verify, "usable_bytes": math.nan}), "old-verify"))
+        read_api_answers(client, [good.id, bad.id])
+        back = strict_json(client.get(f"/api/v1/results/{bad.id}").text)
+        assert back["tests"][0]["runs"][0]["bytes_per_s"] is None and back["tool"]["name"] is None
+        assert strict_json(client.get("/api/v1/records/verify/old-verify").text)["usable_bytes"] is None
+        assert {r["id"] for r in strict_json(client.get("/api/v1/results").text)["results"]} == {good.id, bad.id}
+        assert client.get(card_url(bad.card.identity())).status_code == 200
+    out = cli("export", "--db", db)
+    assert out.returncode == 0, out.stderr
+    assert "NaN" not in out.stdout and "Infinity" not in out.stdout
+    assert len(strict_json(out.stdout)["results"]) == 2
+
+
+def test_import_of_fio_json_with_nan_is_refused_in_one_line(tmp_path):
+    fio = {"fio version": "fio-3.33", "jobs": [{"jobname": "w", "job options": {"rw": "write", "bs": "1M"},
+                                                "write": {"io_bytes": 1 << 20, "bw_bytes": 1 << 20, "runtime": 1000,
+                                                          "lat_ns": {"mean": math.nan}}, "read": {"io_bytes": 0}}]}
+    path = tmp_path / "fio.json"
+    path.write_text(json.dumps(fio, allow_nan=True))
+    db = str(tmp_path / "s.sqlite3")
+    r = cli("import", str(path), "--db", db)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    line = r.stderr.strip()
+    assert "\n" not in line and "mean: expected a number, got nan (not finite)" in line, line
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("what", ["deep-array", "deep-object", "deep-under-limit", "capacity", "digits", "float-bytes",
+                                  "surrogate-name", "surrogate-id", "surrogate-key"])
+def test_input_too_deep_too_large_or_not_utf8_is_400(env, what):
+    client, db, toks = env
+    doc = make_result().to_dict()
+    raw = None
+    if what == "deep-array":
+        raw = "[" * 100_000 + "]" * 100_000
+    elif what == "deep-object":
+        raw = '{"a":' * 100_000 + "1" + "}" * 100_000
+    elif what == "deep-under-limit":         # json reads it; the store would keep it; no page could
+        doc["extra"] = json.loads("[" * 500 + "]" * 500)
+    elif what == "capacity":
+        doc["card"]["capacity_bytes"] = 2 ** 64
+    elif what == "digits":
+        doc["tests"][0]["runs"][0]["bytes"] = 10 ** 3999
+    elif what == "float-bytes":              # finite, but no 64-bit count once made whole
+        doc["tests"][0]["runs"][0]["bytes"] = 1e300
+    elif what == "surrogate-name":
+        raw = json.dumps(doc).replace('"brand": "Lexar"', '"brand": "\\ud800"')
+    elif what == "surrogate-id":
+        raw = json.dumps(doc).replace(doc["id"], "\\ud800" + doc["id"][1:])
+    elif what == "surrogate-key":
+        doc["extra"] = {"\ud800": 1}
+        raw = json.dumps(doc)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 5000))      # the client's json.dumps of a deep test document
+    try:
+        error = one_line_error(post(client, toks["alpha"], doc, raw=raw), 400)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert "Traceback" not in error
+    with open_store(db) as s:
+        assert s.stored_document("result", doc["id"]) is None
+    read_api_answers(client)
+
+
+def test_ids_no_record_can_have_are_404_without_the_store_path(env):
+    client, db, toks = env
+    for rid in ("a" * 60_000, "nope", "abcd", " x"):
+        error = one_line_error(client.get("/api/v1/results/" + quote(rid, safe="")), 404)
+        assert "no run with id" in error and "sqlite3" not in error and "postgresql" not in error
+        assert db not in error
+    error = one_line_error(client.get("/api/v1/records/verify/" + "b" * 60_000), 404)
+    assert db not in error
+
+
+def test_every_answer_carries_the_security_headers(tmp_path):
+    with served(str(tmp_path / "h.sqlite3"), read_token="rt") as (client, toks):
+        answers = [client.get("/no/such/page"), client.get("/static/live.js"), client.put("/api/v1/records"),
+                   client.get("/", headers={"Authorization": "Bearer rt"}), client.get("/"),
+                   client.get("/api/v1/results", headers={"Authorization": "Bearer rt"}),
+                   client.post("/api/v1/records", content=b"{", headers={"Authorization": "Bearer x"})]
+        assert [a.status_code for a in answers] == [404, 200, 405, 200, 401, 200, 401]
+        for a in answers:
+            h = a.headers
+            assert "frame-ancestors 'none'" in h["content-security-policy"], a.url
+            assert "script-src 'self'" in h["content-security-policy"]
+            assert h["x-frame-options"] == "DENY" and h["x-content-type-options"] == "nosniff", a.url
+
+
+def test_a_browser_opened_with_the_token_gets_a_cookie_and_every_link_works(tmp_path):
+    db = str(tmp_path / "c.sqlite3")
+    r = make_result(brand="Cookie", serial="c1")
+    with served(db, read_token="s3cret-token") as (client, toks):
+        assert post(client, toks["alpha"], r.to_dict()).status_code == 200
+        assert client.get("/?token=wrong", follow_redirects=False).status_code == 401
+        first = client.get("/?token=s3cret-token&card=Cookie", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/?card=Cookie"
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith("cardbench_read=s3cret-token;")
+        for attr in ("HttpOnly", "SameSite=strict", "Path=/"):
+            assert attr.lower() in cookie.lower(), cookie
+        page = client.get("/?card=Cookie")            # the client keeps the cookie, as a browser does
+        assert page.status_code == 200 and "s3cret-token" not in page.text
+        links = set(re.findall(r'href="([^"]+)"', page.text)) | set(re.findall(r'src="([^"]+)"', page.text))
+        assert links
+        for link in links:
+            got = client.get(link.replace("&amp;", "&"))
+            assert got.status_code == 200, (link, got.status_code, got.text[:200])
+        client.cookies.clear()
+        assert client.get("/live/alpha/events").status_code == 401
+        assert client.get("/api/v1/results?token=s3cret-token").status_code == 200    # scripts: no redirect
+    # the live stream (endless: a real server, read to its first line) takes the cookie
+    srv = ServeProcess(db, "--read-token", "s3cret-token").start()
+    try:
+        req = urllib.request.Request(srv.url + "/live/alpha/events", headers={"Cookie": cookie.split(";")[0]})
+        with urllib.request.urlopen(req, timeout=10) as events:
+            assert events.status == 200 and events.readline().strip() == b": connected"
+        with pytest.raises(urllib.error.HTTPError) as no:
+            urllib.request.urlopen(srv.url + "/live/alpha/events", timeout=10)
+        assert no.value.code == 401
+    finally:
+        srv.stop()
+
+
+def test_ids_with_a_slash_or_a_space_are_read_back_as_themselves_or_refused(env):
+    client, db, toks = env
+    slash = make_result(brand="Slash")
+    slash.id = "lab/2024/" + uuid.uuid4().hex
+    assert post(client, toks["alpha"], slash.to_dict()).status_code == 200, slash.id
+    back = client.get("/api/v1/results/" + quote(slash.id, safe=""))
+    assert back.status_code == 200 and back.json()["card"]["brand"] == "Slash"
+    verify = {"schema": "cardbench.verify/1", "id": "v/1 x", "tool": "f3", "card": {"brand": "Slash"},
+              "verdict": "genuine"}
+    assert post(client, toks["alpha"], verify).status_code == 200
+    assert client.get("/api/v1/records/verify/" + quote("v/1 x", safe="")).json()["id"] == "v/1 x"
+    theirs = make_result(brand="Theirs")
+    assert post(client, toks["beta"], theirs.to_dict()).status_code == 200
+    for bad in (" " + theirs.id, theirs.id + " ", theirs.id[:8] + "\x00", "x" * 201):
+        mine = make_result(brand="Mine")
+        mine.id = bad
+        assert "id" in one_line_error(post(client, toks["alpha"], mine.to_dict()), 400)
+        resp = client.get("/api/v1/results/" + quote(bad, safe=""))
+        assert resp.status_code == 404, (bad, resp.text[:200])      # never another station's record
+
+
+def test_a_nul_or_control_character_in_a_name_never_reaches_a_page_raw(env):
+    client, db, toks = env
+    r = make_result(brand="Nul\x00Brand\x1b[31m", name="a\x7fb\x85c", reader="Rd\x00r", serial="nul1")
+    assert post(client, toks["alpha"], r.to_dict()).status_code == 200
+    for url in ("/", card_url(r.card.identity()), "/readers", "/live/alpha"):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page.text), url
+        assert ("Rd\ufffdr" if url == "/readers" else "Nul\ufffdBrand\ufffd[31m") in page.text, url
