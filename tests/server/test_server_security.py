@@ -10,6 +10,7 @@ import json
 import math
 import re
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -19,6 +20,7 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
+from cardbench.result import Reader
 from cardbench.server import tokens
 from cardbench.server.app import create_app
 from cardbench.server.pages import card_url
@@ -306,3 +308,104 @@ def test_a_nul_or_control_character_in_a_name_never_reaches_a_page_raw(env):
         assert page.status_code == 200, url
         assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page.text), url
         assert ("Rd\ufffdr" if url == "/readers" else "Nul\ufffdBrand\ufffd[31m") in page.text, url
+
+
+def test_the_first_station_to_share_a_card_names_it_and_no_other_station_renames_it(env):
+    """Station B shares a run of card serial:0xB0B..., brand Lexar, through its reader. Station A
+    shares a run of its own naming the same card and reader otherwise (brand "EVIL"). A's record
+    is stored as sent (its own view, shown as A's); the card's and the reader's rows, and so every
+    page and the API's cards, keep B's names. B may rename them itself."""
+    client, db, toks = env
+    serial = "0xB0B" + uuid.uuid4().hex[:8]
+    usb = {"vendor_id": "0bda", "product_id": "0158", "serial": serial}
+
+    def run(brand, name, reader_name):
+        r = make_result(brand=brand, name=name, serial=serial)
+        r.reader = Reader(name=reader_name, **usb)
+        return r
+    b = run("Lexar", "Professional", "B's bench reader")
+    assert post(client, toks["beta"], b.to_dict()).status_code == 200
+    a = run("EVIL", "pwned", "EVIL reader")
+    assert post(client, toks["alpha"], a.to_dict()).status_code == 200
+    ident, reader_ident = b.card.identity(), b.reader.identity()
+    assert a.card.identity() == ident and a.reader.identity() == reader_ident
+
+    with open_store(db) as s:
+        row = next(c for c in s.cards() if c["identity"] == ident)
+        assert (row["brand"], row["name"]) == ("Lexar", "Professional")
+        assert next(r for r in s.readers() if r["identity"] == reader_ident)["name"] == "B's bench reader"
+        assert tokens.namer(s, "card", ident) == "beta"
+    # the API: the export's cards are the rows; each record is its station's own
+    export = client.get("/api/v1/results", params={"card": serial}).json()
+    assert [(c["brand"], c["name"]) for c in export["cards"]] == [("Lexar", "Professional")]
+    assert client.get(f"/api/v1/results/{a.id}").json()["card"]["brand"] == "EVIL"
+    # the pages: the card's title is B's; A's names appear only as A's
+    page = client.get(card_url(ident)).text
+    title = re.search(r"<h1>(.*?)</h1>", page).group(1)
+    assert "Lexar Professional" in title and "EVIL" not in title
+    assert "named by station beta" in page
+    others = re.search(r'<div id="other-names">(.*?)</div>', page, re.S).group(1)
+    assert "station alpha: EVIL pwned" in others and "beta" not in others
+    readers = client.get("/readers").text
+    assert "B&#x27;s bench reader" in readers and "EVIL reader" not in readers
+    reader_page = client.get("/reader/" + quote(reader_ident, safe="")).text
+    assert "Reader: B&#x27;s bench reader" in reader_page
+    # a verify document of A naming the card does not rename it either
+    verify = {"schema": "cardbench.verify/1", "id": uuid.uuid4().hex, "tool": "f3", "verdict": "fake",
+              "card": {"brand": "EVIL2", "serial": serial, "capacity_bytes": b.card.capacity_bytes}}
+    assert post(client, toks["alpha"], verify).status_code == 200
+    with open_store(db) as s:
+        assert next(c for c in s.cards() if c["identity"] == ident)["brand"] == "Lexar"
+    # the namer renames its own card
+    b2 = run("Lexar", "Professional 1066x", "B's bench reader")
+    assert post(client, toks["beta"], b2.to_dict()).status_code == 200
+    with open_store(db) as s:
+        assert next(c for c in s.cards() if c["identity"] == ident)["name"] == "Professional 1066x"
+
+
+def test_a_flood_of_live_events_from_one_station_is_429_and_others_pass(tmp_path):
+    db = str(tmp_path / "flood.sqlite3")
+    with served(db, live_rate=5, upload_rate=2) as (client, toks):
+        def live(station):
+            return client.post("/api/v1/live", json={"task": "seq_write", "done": 1, "total": 2},
+                               headers={"Authorization": f"Bearer {toks[station]}"})
+        t0 = time.monotonic()
+        answers = [live("alpha") for _ in range(40)]
+        took = time.monotonic() - t0
+        codes = [a.status_code for a in answers]
+        # a burst of 2 s (10 events), then 5 a second
+        assert codes[:10] == [200] * 10 and codes.count(200) <= 10 + 5 * took + 1 and 429 in codes, (codes, took)
+        refused = next(a for a in answers if a.status_code == 429)
+        assert one_line_error(refused, 429) == "slow down: 5 events/s allowed"
+        assert 1 <= int(refused.headers["retry-after"]) <= 2
+        assert live("beta").status_code == 200          # another station is not slowed
+        # uploads, with --upload-rate: the same rule, and nothing of a refused one is stored
+        docs = [make_result(serial=f"up{i}").to_dict() for i in range(16)]
+        t0 = time.monotonic()
+        codes = [post(client, toks["alpha"], d).status_code for d in docs]
+        took = time.monotonic() - t0
+        assert codes[:4] == [200] * 4 and codes.count(200) <= 4 + 2 * took + 1 and 429 in codes, (codes, took)
+        with open_store(db) as s:
+            assert [s.stored_document("result", d["id"]) is not None for d in docs] == [c == 200 for c in codes]
+        assert post(client, toks["beta"], make_result().to_dict()).status_code == 200
+
+
+def test_serve_takes_the_live_rate_as_an_option(tmp_path):
+    db = str(tmp_path / "opt.sqlite3")
+    token = cli("serve", "token", "add", "st", "--db", db).stdout.strip()
+    srv = ServeProcess(db, "--live-rate", "1").start()
+    try:
+        codes = []
+        for _ in range(5):
+            req = urllib.request.Request(srv.url + "/api/v1/live", data=b'{"task": "x"}', method="POST",
+                                         headers={"Authorization": f"Bearer {token}"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    codes.append(resp.status)
+            except urllib.error.HTTPError as e:
+                codes.append(e.code)
+                assert json.loads(e.read()) == {"error": "slow down: 1 events/s allowed"}
+                assert e.headers["Retry-After"] == "1"
+        assert codes[:2] == [200, 200] and codes[2:].count(429) >= 2, codes
+    finally:
+        srv.stop()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 import threading
 import time
 from typing import Any
@@ -40,6 +41,7 @@ from starlette.routing import Route
 from cardbench import kinds
 from cardbench.errors import CardbenchError, NotFound, StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
+from cardbench.result import Card, Reader
 from cardbench.server import pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
@@ -57,6 +59,10 @@ SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-optio
                     (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 #: the cookie a browser opened with ``?token=`` keeps the read token in
 READ_COOKIE = "cardbench_read"
+#: live events (POST /api/v1/live) a station may send a second, on average (``serve --live-rate``);
+#: a burst of twice as many passes. `drawer --share` sends at most 2 a second; a lab's endurance
+#: run a few a second per station
+LIVE_RATE = 50.0
 
 
 class HTTPError(Exception):
@@ -97,9 +103,36 @@ class Live:
             q.put_nowait(event)
 
 
+class RateLimit:
+    """At most ``rate`` events a second per key on average, a burst of ``2 * rate`` (a token
+    bucket per key, in this process). ``rate`` 0: no limit."""
+
+    def __init__(self, rate: float, what: str = "events"):
+        self.rate, self.what = float(rate), what
+        self.burst = max(1.0, 2 * self.rate)
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def check(self, key: str) -> None:
+        """HTTPError 429 (one line, Retry-After) when ``key`` is over its rate; else counts one."""
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        level, then = self.buckets.get(key, (self.burst, now))
+        level = min(self.burst, level + (now - then) * self.rate)
+        if level >= 1:
+            self.buckets[key] = (level - 1, now)
+            return
+        self.buckets[key] = (level, now)
+        wait = max(1, math.ceil((1 - level) / self.rate))
+        raise HTTPError(429, f"slow down: {self.rate:g} {self.what}/s allowed", {"Retry-After": str(wait)})
+
+
 class Server:
-    def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY):
+    def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY,
+                 live_rate: float = LIVE_RATE, upload_rate: float = 0):
         self.db, self.read_token, self.max_body = db, read_token, max_body
+        self.live_limit = RateLimit(live_rate, "events")
+        self.upload_limit = RateLimit(upload_rate, "uploads")
         self.local = threading.local()
         self.live = Live()
         with open_store(db) as st:      # create / migrate once, and fail now on a bad --db
@@ -172,7 +205,8 @@ class Server:
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
-        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station)))
+        named = names_in(contents)
+        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station, named)))
         return {"stored": len(ids), "ids": ids, "station": station}, contents
 
 
@@ -196,6 +230,21 @@ async def read_body(request: Request, max_body: int) -> bytes:
     except ClientDisconnect:
         raise HTTPError(400, "the body was cut short (the client went away)") from None
     return b"".join(chunks)
+
+
+def names_in(contents) -> list[tuple[str, str]]:
+    """The ("card" | "reader", identity) the records of an upload name (tokens.claimer's ``names``)."""
+    out: list[tuple[str, str]] = []
+    for r in contents.results:
+        out += [("card", r.card.identity()), ("reader", r.reader.identity())]
+    for k in kinds.kinds():
+        for d in contents.by_kind.get(k.name, []) if k.item_type is dict else ():
+            for card, reader in k.cards(d):
+                if isinstance(card, dict) and card:
+                    out.append(("card", Card.from_dict(card).identity()))
+                if isinstance(reader, dict) and reader:
+                    out.append(("reader", Reader.from_dict(reader).identity()))
+    return out
 
 
 def id_problem(rid: str) -> str | None:
@@ -254,8 +303,11 @@ class App(Starlette):
         await super().__call__(scope, receive, send_with_headers)
 
 
-def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY) -> Starlette:
-    srv = Server(db, read_token=read_token, max_body=max_body)
+def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY,
+               live_rate: float = LIVE_RATE, upload_rate: float = 0) -> Starlette:
+    """The server's app. ``live_rate``: live events a station may send a second (429 past it; 0: no
+    limit); ``upload_rate``: the same for uploads (POST /api/v1/records; 0, the default: no limit)."""
+    srv = Server(db, read_token=read_token, max_body=max_body, live_rate=live_rate, upload_rate=upload_rate)
 
     def guarded(fn, *, html: bool = False, writes: bool = False):
         """``writes``: the endpoint checks a station's token itself (no read token asked)."""
@@ -336,9 +388,10 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             rs = store.results_of_cards([ident])
             shown = [(k, [d for d in store.records(k.name, card=ident) if names(k, d)])
                      for k in kinds.kinds() if k.listed]
-            return rs, shown, stations_of(store, rs)
-        rs, shown, st = await run_in_threadpool(srv.call, work)
-        return HTMLResponse(pages.card_page(ident, rs, shown, st),
+            row = next((c for c in store.cards() if c["identity"] == ident), None)
+            return rs, shown, stations_of(store, rs), row, tokens.namer(store, "card", ident)
+        rs, shown, st, row, namer = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.card_page(ident, rs, shown, st, row, namer),
                             status_code=200 if rs or any(docs for _, docs in shown) else 404)
 
     async def model(request: Request) -> Response:
@@ -354,9 +407,11 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
 
     async def reader(request: Request) -> Response:
         ident = request.path_params["identity"]
-        rs = await run_in_threadpool(srv.call, lambda store: [r for r in store.results(reader=ident)
-                                                               if r.reader.identity() == ident])
-        return HTMLResponse(pages.reader_page(ident, rs), status_code=200 if rs else 404)
+        def work(store):
+            rs = [r for r in store.results(reader=ident) if r.reader.identity() == ident]
+            return rs, next((row for row in store.readers() if row["identity"] == ident), None)
+        rs, row = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.reader_page(ident, rs, row), status_code=200 if rs else 404)
 
     async def readers(request: Request) -> Response:
         rows = await run_in_threadpool(srv.call, lambda store: store.readers())
@@ -452,6 +507,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         station = await run_in_threadpool(srv.call, tokens.station_of, token)
         if station is None:
             raise HTTPError(401, "this token is not known here or was revoked")
+        srv.upload_limit.check(station)
         raw = await srv.body(request)
         out, contents = await run_in_threadpool(srv.store_records, station, raw)
         _publish(station, contents)
@@ -462,6 +518,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         station = await run_in_threadpool(srv.call, tokens.station_of, token) if token else None
         if station is None:
             raise HTTPError(401, "telling a live page what a station does takes its token")
+        srv.live_limit.check(station)       # per station (its tokens): a flood is 429, others unaffected
         raw = await read_body(request, 64 * 1024)
         try:
             doc = json.loads(raw)

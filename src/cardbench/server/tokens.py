@@ -4,6 +4,12 @@ A token is 32 random bytes (URL-safe text); the store keeps its SHA-256 only (a 
 needs no slow hash: it cannot be guessed from its hash). A token writes only its own station's
 records: the station that first shares a record id owns it (``record_stations``), and another
 station sharing the same id is refused (:class:`Forbidden`, HTTP 403).
+
+Who names a card or a reader: the first station to share a record naming it (its identity,
+claimed in ``record_stations`` as kind ``card`` / ``reader``). Its names (brand, name, label,
+size; a reader's name, driver, transport) stand in the store's ``cards`` / ``readers`` rows, which
+pages and the API show; it may change them by sharing again. Another station's record naming the
+same card is stored as sent, its own view, and never renames the row.
 """
 
 from __future__ import annotations
@@ -89,10 +95,21 @@ def station_of(store, token: str | None) -> str | None:
     return None
 
 
-def claimer(station: str):
+#: the kinds ``record_stations`` claims names under (a card's or reader's identity), beside record kinds
+NAMES = ("card", "reader")
+
+
+def claimer(station: str, names: list[tuple[str, str]] | tuple = ()):
     """For ``Store.save_all(before=...)``: claim each record id for ``station`` inside the saving
-    transaction; Forbidden (all undone) when another station shared one of them first."""
+    transaction; Forbidden (all undone) when another station shared one of them first. ``names``:
+    the ("card" | "reader", identity) the records name, claimed for ``station`` when no station
+    named them yet; returns those another station named (their rows are left as they are)."""
     def before(db, kinds_and_ids):
+        others = claim_names(db, station, names)
+        _claim_ids(db, kinds_and_ids)
+        return others
+
+    def _claim_ids(db, kinds_and_ids):
         now = _now()
         # one statement for the batch, then one read of the owners (the first foreign one is named)
         db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
@@ -109,6 +126,33 @@ def claimer(station: str):
                 raise Forbidden(f"{kind} {rid} was shared by another station first; station {station!r} "
                                 "may not replace it")
     return before
+
+
+def claim_names(db, station: str, names) -> set[tuple[str, str]]:
+    """Claim the cards and readers ``names`` for ``station`` where unclaimed (inside the caller's
+    transaction); the names another station holds."""
+    names = list(dict.fromkeys((what, ident) for what, ident in names if what in NAMES and ident))
+    if not names:
+        return set()
+    now = _now()
+    db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (kind, record_id) DO NOTHING", [(what, ident, station, now) for what, ident in names])
+    others: set[tuple[str, str]] = set()
+    for what in NAMES:
+        idents = [ident for w, ident in names if w == what]
+        if not idents:
+            continue
+        keyed = {db.key(i): i for i in idents}
+        for ident, owner in db.rows_in("SELECT record_id, station FROM record_stations WHERE kind = ? AND "
+                                       "record_id {in}", idents, (what,)):
+            if owner != station and ident in keyed:
+                others.add((what, keyed[ident]))
+    return others
+
+
+def namer(store, what: str, identity: str) -> str | None:
+    """The station that names this card or reader (``what``: "card" or "reader"), or None."""
+    return station_of_record(store, what, identity)
 
 
 def station_of_record(store, kind: str, rid: str) -> str | None:

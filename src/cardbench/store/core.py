@@ -126,6 +126,8 @@ class Store:
                  _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
+        #: ("card" | "reader", identity) whose row a save in progress leaves as it is (save_all's ``before``)
+        self._kept_names: frozenset[tuple[str, str]] = frozenset()
         kind, where = parse_target(url_or_path)
         #: None once closed
         self.backend: Backend | None
@@ -256,12 +258,23 @@ class Store:
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        self._db.execute(self._CARD_UPSERT, self._card_row(card))
+        self._upsert_rows("card", [self._card_row(card)])
         return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
 
     def _upsert_reader(self, reader: Reader) -> int:
-        self._db.execute(self._READER_UPSERT, self._reader_row(reader))
+        self._upsert_rows("reader", [self._reader_row(reader)])
         return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
+
+    def _upsert_rows(self, what: str, rows: list[tuple]) -> None:
+        """Cards' or readers' rows (identity first), upserted; those in ``_kept_names`` only
+        inserted when new (their names stand: the station server's naming rule)."""
+        upsert, keep = (self._CARD_UPSERT, self._CARD_KEEP) if what == "card" else \
+            (self._READER_UPSERT, self._READER_KEEP)
+        if not self._kept_names:
+            self._db.executemany(upsert, rows)
+            return
+        self._db.executemany(upsert, [r for r in rows if (what, r[0]) not in self._kept_names])
+        self._db.executemany(keep, [r for r in rows if (what, r[0]) in self._kept_names])
 
     def _delete_run(self, run_pk: int) -> None:
         for table in ("samples", "claims", "tests"):
@@ -287,6 +300,8 @@ class Store:
         "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
         "driver = COALESCE(excluded.driver, readers.driver), "
         "transport = COALESCE(excluded.transport, readers.transport)")
+    _CARD_KEEP = _CARD_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
+    _READER_KEEP = _READER_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
     _HOST_UPSERT = ("INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (identity) DO UPDATE SET info = excluded.info")
 
@@ -320,8 +335,8 @@ class Store:
         for table in ("samples", "claims", "tests"):
             self._in_chunks(f"DELETE FROM {table} WHERE run_id IN ({old})", ids)
         self._in_chunks("DELETE FROM runs WHERE result_id {in}", ids)
-        b.executemany(self._CARD_UPSERT, [self._card_row(r.card) for r, _, _ in entries])
-        b.executemany(self._READER_UPSERT, [self._reader_row(r.reader) for r, _, _ in entries])
+        self._upsert_rows("card", [self._card_row(r.card) for r, _, _ in entries])
+        self._upsert_rows("reader", [self._reader_row(r.reader) for r, _, _ in entries])
         b.executemany(self._HOST_UPSERT, [self._host_row(r.host or {}) for r, _, _ in entries])
         last = {r.id: k for k, (r, _, _) in enumerate(entries)}
         kept = [e for k, e in enumerate(entries) if last[e[0].id] == k]
@@ -610,7 +625,8 @@ class Store:
         transaction: all or nothing (``cardbench import`` of an export). Each replaces what has its
         id. Returns the ids. ``before(backend, kinds_and_ids)``, when given, runs first inside that
         transaction (the station server's check of who may write these ids); what it raises undoes
-        everything."""
+        everything; what it returns, ("card" | "reader", identity) pairs, are the cards and readers
+        whose rows these records may not rename (inserted if new, else left as they are)."""
         items = list(items)
         prepared = []
         for it in items:
@@ -624,17 +640,22 @@ class Store:
 
         def tx():
             with self._db.batch_transaction():
+                self._kept_names = frozenset()
                 if before is not None:
-                    before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
-                results: list = []          # consecutive results, saved as one batch
-                for (k, doc, text), it in zip(prepared, items, strict=True):
-                    if k.table.native:
-                        results.append((it, doc, text))
-                        continue
+                    self._kept_names = frozenset(before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
+                                                 or ())
+                try:
+                    results: list = []          # consecutive results, saved as one batch
+                    for (k, doc, text), it in zip(prepared, items, strict=True):
+                        if k.table.native:
+                            results.append((it, doc, text))
+                            continue
+                        self._save_results(results)
+                        results = []
+                        self._write_document(k, doc, text)
                     self._save_results(results)
-                    results = []
-                    self._write_document(k, doc, text)
-                self._save_results(results)
+                finally:
+                    self._kept_names = frozenset()
         self._run(f"saving {len(prepared)} records", tx, retry=True)
         return [str(doc["id"]) for _, doc, _ in prepared]
 
