@@ -30,7 +30,7 @@ import math
 import threading
 import time
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote_to_bytes, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -247,6 +247,19 @@ def names_in(contents) -> list[tuple[str, str]]:
     return out
 
 
+def tail_param(request: Request, name: str) -> str:
+    """A ``{name:path}`` parameter (the path's last part: a card's identity, a record's id) as
+    the client quoted it, decoded once from the raw path: an id holding ``%2F`` or ``/`` is read
+    back as itself, whoever decoded the path before (Starlette's test client decodes it twice)."""
+    value = request.path_params[name]
+    raw, path = request.scope.get("raw_path"), request.scope.get("path", "")
+    if not raw or not path.endswith(value):
+        return value
+    before = path[: len(path) - len(value)].count("/")
+    parts = bytes(raw).split(b"/", before)
+    return unquote_to_bytes(parts[-1]).decode("utf-8", "replace") if len(parts) == before + 1 else value
+
+
 def id_problem(rid: str) -> str | None:
     """Why a record id cannot be a shared record's (None: it can). An id is read back as itself
     (``/api/v1/results/`` + the id, quoted): never stripped, so none starts or ends with a space;
@@ -379,7 +392,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return HTMLResponse(pages.drawer_page(rs, filters=f, page_no=page_no, has_next=more, stations=st))
 
     async def card(request: Request) -> Response:
-        ident = request.path_params["identity"]
+        ident = tail_param(request, "identity")
 
         def names(k, d) -> bool:       # this card itself, not one whose words match its identity
             return any((c.get("identity") or "") in (ident, "") for c, _ in k.cards(d) if isinstance(c, dict))
@@ -395,7 +408,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
                             status_code=200 if rs or any(docs for _, docs in shown) else 404)
 
     async def model(request: Request) -> Response:
-        key = request.path_params["key"]
+        key = tail_param(request, "key")
         this = request.query_params.get("card")
         def work(store):
             idents = [c["identity"] for c in store.cards() if pages.model_key_of_row(c) == key]
@@ -406,7 +419,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return HTMLResponse(pages.model_page(key, rs, this), status_code=200 if rs else 404)
 
     async def reader(request: Request) -> Response:
-        ident = request.path_params["identity"]
+        ident = tail_param(request, "identity")
         def work(store):
             rs = [r for r in store.results(reader=ident) if r.reader.identity() == ident]
             return rs, next((row for row in store.readers() if row["identity"] == ident), None)
@@ -475,7 +488,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return JSON(doc)
 
     async def api_result(request: Request) -> Response:
-        rid = request.path_params["id"]
+        rid = tail_param(request, "id")
         if id_problem(rid):        # no record has such an id: not looked for (nor stripped to another's)
             raise HTTPError(404, f"no run with id {rid[:60]!r}")
         r = await run_in_threadpool(srv.call, lambda store: store.get(rid))
@@ -492,7 +505,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
 
     async def api_record(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])
-        rid = request.path_params["id"]
+        rid = tail_param(request, "id")
         doc = None if id_problem(rid) else await run_in_threadpool(
             srv.call, lambda store: store.stored_document(k.name, rid))
         if doc is None:
