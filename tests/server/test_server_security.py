@@ -249,6 +249,9 @@ def test_a_browser_opened_with_the_token_gets_a_cookie_and_every_link_works(tmp_
     with served(db, read_token="s3cret-token") as (client, toks):
         assert post(client, toks["alpha"], r.to_dict()).status_code == 200
         assert client.get("/?token=wrong", follow_redirects=False).status_code == 401
+        for odd in ("%C3%A9t%C3%A9", "%00", "s3cret-token%20"):      # compared as bytes: 401, never a 500
+            assert client.get(f"/?token={odd}", follow_redirects=False).status_code == 401
+            assert client.get(f"/api/v1/results?token={odd}").status_code == 401
         first = client.get("/?token=s3cret-token&card=Cookie", follow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/?card=Cookie"
         cookie = first.headers["set-cookie"]

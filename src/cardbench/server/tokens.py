@@ -104,17 +104,15 @@ def claimer(station: str, names: list[tuple[str, str]] | tuple = ()):
     transaction; Forbidden (all undone) when another station shared one of them first. ``names``:
     the ("card" | "reader", identity) the records name, claimed for ``station`` when no station
     named them yet; returns those another station named (their rows are left as they are)."""
-    def before(db, kinds_and_ids):
-        others = claim_names(db, station, names)
-        _claim_ids(db, kinds_and_ids)
-        return others
+    named = list(dict.fromkeys((what, ident) for what, ident in names if what in NAMES and ident))
 
-    def _claim_ids(db, kinds_and_ids):
+    def before(db, kinds_and_ids):
         now = _now()
-        # one statement for the batch, then one read of the owners (the first foreign one is named)
+        # one statement for the batch and its names, then one read of the owners per kind of
+        # record and one of the names' (the first foreign record is named)
         db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT (kind, record_id) DO NOTHING",
-                       [(kind, rid, station, now) for kind, rid in kinds_and_ids])
+                       [(kind, rid, station, now) for kind, rid in [*kinds_and_ids, *named]])
         owners: dict[tuple[str, str], str] = {}
         for k in dict.fromkeys(kind for kind, _ in kinds_and_ids):        # the primary key's order
             owners.update(((k, rid), st) for rid, st in db.rows_in(
@@ -125,29 +123,13 @@ def claimer(station: str, names: list[tuple[str, str]] | tuple = ()):
             if owner is not None and owner != station:
                 raise Forbidden(f"{kind} {rid} was shared by another station first; station {station!r} "
                                 "may not replace it")
+        if not named:
+            return set()
+        keyed = {(what, db.key(ident)): (what, ident) for what, ident in named}
+        rows = db.rows_in("SELECT kind, record_id, station FROM record_stations WHERE kind IN ('card', 'reader') "
+                          "AND record_id {in}", list(dict.fromkeys(ident for _, ident in named)))
+        return {keyed[(what, ident)] for what, ident, owner in rows if owner != station and (what, ident) in keyed}
     return before
-
-
-def claim_names(db, station: str, names) -> set[tuple[str, str]]:
-    """Claim the cards and readers ``names`` for ``station`` where unclaimed (inside the caller's
-    transaction); the names another station holds."""
-    names = list(dict.fromkeys((what, ident) for what, ident in names if what in NAMES and ident))
-    if not names:
-        return set()
-    now = _now()
-    db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
-                   "ON CONFLICT (kind, record_id) DO NOTHING", [(what, ident, station, now) for what, ident in names])
-    others: set[tuple[str, str]] = set()
-    for what in NAMES:
-        idents = [ident for w, ident in names if w == what]
-        if not idents:
-            continue
-        keyed = {db.key(i): i for i in idents}
-        for ident, owner in db.rows_in("SELECT record_id, station FROM record_stations WHERE kind = ? AND "
-                                       "record_id {in}", idents, (what,)):
-            if owner != station and ident in keyed:
-                others.add((what, keyed[ident]))
-    return others
 
 
 def namer(store, what: str, identity: str) -> str | None:

@@ -181,10 +181,8 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             problem = result_problem(d)
             if problem:
                 raise ValueError(problem)
-            result = result_kind.load(d)
-            check_json_numbers(result.to_dict())    # what it derives too: seconds 1e-320, an infinite rate
-            out.results.append(result)
-        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:   # UnitError is a ValueError
+            out.results.append(result_kind.load(d))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
         _check_ids(path, out.records())
@@ -248,5 +246,8 @@ def import_records(contents: Contents, db, *, path: str) -> str:
         # oldest first, as they were measured: a card's row (its name, brand, label) is the one its
         # latest result gave it, in the store the export came from and in this one
         results = sorted(contents.results, key=lambda r: r.started_at or "")
-        store.save_all([*results, *(it for it in contents.items() if not isinstance(it, Result))])
+        try:
+            store.save_all([*results, *(it for it in contents.items() if not isinstance(it, Result))])
+        except UsageError as e:     # what a record derives JSON cannot hold (seconds 1e-320: an infinite rate)
+            raise UsageError(f"{path}: {e.message}; nothing imported") from None
         return store.location
