@@ -258,6 +258,8 @@ def test_a_browser_opened_with_the_token_gets_a_cookie_and_every_link_works(tmp_
         assert cookie.startswith("cardbench_read=s3cret-token;")
         for attr in ("HttpOnly", "SameSite=strict", "Path=/"):
             assert attr.lower() in cookie.lower(), cookie
+        odd = client.get(card_url("serial:%2F:1") + "?token=s3cret-token", follow_redirects=False)
+        assert odd.status_code == 303 and odd.headers["location"] == card_url("serial:%2F:1")
         page = client.get("/?card=Cookie")            # the client keeps the cookie, as a browser does
         assert page.status_code == 200 and "s3cret-token" not in page.text
         links = set(re.findall(r'href="([^"]+)"', page.text)) | set(re.findall(r'src="([^"]+)"', page.text))

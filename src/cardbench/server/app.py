@@ -16,9 +16,12 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 Answers to bad requests are one line, ``{"error": "..."}``: 400 a document that cannot be read
 (truncated, a newer schema, the wrong shape), 401 a token missing, wrong or revoked, 403 a record
 another station shared first (a station's own record sent again replaces it: stored once), 413 a body over the limit
-(refused from its Content-Length before it is read, or as soon as it passes the limit), 503 the
-store failing (nothing stored; the station's outbox keeps it). Writes are one transaction each:
-all of a request or nothing.
+(refused from its Content-Length before it is read, or as soon as it passes the limit), 404 no
+such page or record (an id is read back as itself, never stripped), 429 a station over its rate
+(``--live-rate``, ``--upload-rate``; with Retry-After), 503 the store failing (nothing stored;
+the station's outbox keeps it); never a 500 for what a client sends (issue 34). Writes are one
+transaction each: all of a request or nothing. Every answer carries SECURITY_HEADERS. Who names
+a card or reader: cardbench.server.tokens.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import math
 import threading
 import time
 from typing import Any
-from urllib.parse import unquote_to_bytes, urlencode
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -359,7 +362,9 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         if not srv.is_read_token(request.query_params.get("token")):
             raise HTTPError(401, "reading this server takes its read token (Authorization: Bearer TOKEN)")
         rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        resp = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
+        raw = request.scope.get("raw_path")      # the path as the browser quoted it (a card's %2F kept)
+        path = bytes(raw).decode("latin-1") if raw else quote(request.url.path)
+        resp = RedirectResponse(path + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
         resp.set_cookie(READ_COOKIE, srv.read_token or "", httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
         return resp
@@ -501,7 +506,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             k.name, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
             until=f["until"] or None))
         return JSON({"schema": k.schema, "kind": k.name,
-                             "records": [d if k.item_type is dict else k.dump(d) for d in found]})
+                     "records": [d if k.item_type is dict else k.dump(d) for d in found]})
 
     async def api_record(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])
