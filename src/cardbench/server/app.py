@@ -52,6 +52,7 @@ from cardbench.units import INT64_MAX, finite_or_null
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
+MAX_PAGE = 10 ** 9
 #: the longest record id the server takes (a uuid is 32 or 36 characters); longer ids are refused
 #: at upload (400) and are no record's when read (404)
 MAX_ID_LENGTH = 200
@@ -143,7 +144,9 @@ class Server:
 
     def hide_location(self, message: str) -> str:
         """A message without the store's path or URL (a client has no business knowing it)."""
-        return message.replace(f" in {self.location}", "").replace(self.location, "the store")
+        loc = self.location
+        return message.replace(f"results database {loc}", "the results store").replace(f" in {loc}", "") \
+            .replace(loc, "the store")
 
     # -- the store, one connection per worker thread ---------------------------------------------
     def store(self):
@@ -388,6 +391,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             page_no = max(1, int(request.query_params.get("page", "1")))
         except ValueError:
             raise HTTPError(400, "page must be a number") from None
+        if page_no > MAX_PAGE:        # an offset no store's integer holds
+            raise HTTPError(404, f"no page {page_no}; the last possible one is {MAX_PAGE}")
 
         def work(store):
             rs = store.results(card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
