@@ -271,8 +271,9 @@ def test_a_browser_opened_with_the_token_gets_a_cookie_and_every_link_works(tmp_
         assert client.get("/live/alpha/events").status_code == 401
         assert client.get("/api/v1/results?token=s3cret-token").status_code == 200    # scripts: no redirect
     # the live stream (endless: a real server, read to its first line) takes the cookie
-    srv = ServeProcess(db, "--read-token", "s3cret-token").start()
+    srv = ServeProcess(db, "--read-token", "s3cret-token")
     try:
+        srv.start()
         req = urllib.request.Request(srv.url + "/live/alpha/events", headers={"Cookie": cookie.split(";")[0]})
         with urllib.request.urlopen(req, timeout=10) as events:
             assert events.status == 200 and events.readline().strip() == b": connected"
@@ -398,8 +399,9 @@ def test_a_flood_of_live_events_from_one_station_is_429_and_others_pass(tmp_path
 def test_serve_takes_the_live_rate_as_an_option(tmp_path):
     db = str(tmp_path / "opt.sqlite3")
     token = cli("serve", "token", "add", "st", "--db", db).stdout.strip()
-    srv = ServeProcess(db, "--live-rate", "1").start()
+    srv = ServeProcess(db, "--live-rate", "1")
     try:
+        srv.start()
         codes = []
         for _ in range(5):
             req = urllib.request.Request(srv.url + "/api/v1/live", data=b'{"task": "x"}', method="POST",
