@@ -61,6 +61,10 @@ class UsageError(CardbenchError):
     exit_code = ExitCode.USAGE
 
 
+class NotFound(UsageError):
+    """A record asked for by its id that is not there (the station server's 404)."""
+
+
 class TargetError(CardbenchError):
     """The target cannot be tested: missing, not a directory, read-only, too little space, no permission."""
 

@@ -92,27 +92,58 @@ def parse_count(value: object, where: str, *, expected: str = "a whole number", 
     return value if isinstance(value, int) else int(number)
 
 
+#: how deep a JSON document from outside may nest (a cardbench document needs about 6 levels)
+MAX_JSON_DEPTH = 64
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
 def check_json_numbers(doc: object, where: str = "") -> None:
     """Every number of a JSON document as :func:`parse_number` reads it (negative allowed): finite
-    (no NaN or Infinity, which Python's json reads), a whole one within 64 bits. UnitError naming
-    the first that is not by its key path ("verify[0].usable_bytes")."""
+    (no NaN or Infinity, which Python's json reads), a whole one within 64 bits; every text (key
+    or value) one UTF-8 can hold (no lone surrogate such as ``"\\ud800"``, which Python's json
+    reads and no store can keep); nested at most :data:`MAX_JSON_DEPTH` deep. UnitError naming the
+    first that is not by its key path ("verify[0].usable_bytes")."""
     try:
-        bad = _first_bad_number(doc)
+        bad = _first_bad_number(doc, MAX_JSON_DEPTH)
     except RecursionError:
-        raise UnitError(f"{where or 'the document'}: nested deeper than cardbench reads") from None
+        bad = None, ["..."]
     if bad is not None:
         value, path = bad
-        parse_number(value, ".".join(path).replace(".[", "[") or where or "the document", negative=True)
+        at = ".".join(path).replace(".[", "[") or where or "the document"
+        if path and path[-1] == "...":
+            raise UnitError(f"{where or 'the document'}: nested deeper than {MAX_JSON_DEPTH} levels, "
+                            "more than cardbench reads")
+        if isinstance(value, str):
+            raise UnitError(f"{at}: text that UTF-8 cannot hold (a lone surrogate, {_shown(value)})")
+        parse_number(value, at, negative=True)
 
 
-def _first_bad_number(node: object) -> tuple[object, list[str]] | None:
-    """The first number of ``node`` parse_number would refuse, and its key path; None when none.
-    Quick on the whole (an export holds hundreds of numbers a record): the path is only built for
-    the one found."""
+def finite_or_null(doc: object) -> object:
+    """``doc`` with every non-finite float (NaN, Infinity) as None: what JSON can say of it. For
+    writing out what was stored before such numbers were refused (``export``, the server's API)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite_or_null(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [finite_or_null(v) for v in doc]
+    return doc
+
+
+def _bad_text(text: str) -> bool:
+    return not text.isascii() and _SURROGATE_RE.search(text) is not None
+
+
+def _first_bad_number(node: object, depth: int = MAX_JSON_DEPTH) -> tuple[object, list[str]] | None:
+    """The first number (or text) of ``node`` :func:`check_json_numbers` would refuse, and its key
+    path; None when none; a path ending in "..." when nested deeper than ``depth``. Quick on the
+    whole (an export holds hundreds of numbers a record): the path is only built for the one found."""
     if isinstance(node, float):
         return None if math.isfinite(node) else (node, [])
     if isinstance(node, int):
         return None if isinstance(node, bool) or -INT64_MAX <= node <= INT64_MAX else (node, [])
+    if isinstance(node, str):
+        return (node, []) if _bad_text(node) else None
     items: Iterable[tuple[object, object]]
     if isinstance(node, dict):
         items = node.items()
@@ -120,9 +151,13 @@ def _first_bad_number(node: object) -> tuple[object, list[str]] | None:
         items = ((f"[{i}]", v) for i, v in enumerate(node))
     else:
         return None
+    if depth <= 0:
+        return None, ["..."]
     for k, v in items:
-        if isinstance(v, (dict, list, float, int)):
-            found = _first_bad_number(v)
+        if isinstance(k, str) and _bad_text(k):
+            return k, [_shown(k)]
+        if isinstance(v, (dict, list, float, int, str)):
+            found = _first_bad_number(v, depth - 1)
             if found is not None:
                 found[1].insert(0, str(k))
                 return found

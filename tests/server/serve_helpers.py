@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -65,6 +66,8 @@ class ServeProcess:
                 with urllib.request.urlopen(self.url + "/api/v1/results?card=none-such", timeout=2,
                                             context=unverified):
                     return self
+            except urllib.error.HTTPError:      # an answer (401 with --read-token): it is up
+                return self
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("cardbench serve did not answer within 30 s")

@@ -137,7 +137,7 @@ def test_the_api_gives_the_export_document(env):
     doc = client.get("/api/v1/results", params={"card": "ApiCard"}).json()
     assert doc["schema"] == EXPORT_SCHEMA and [x["id"] for x in doc["results"]] == [r.id]
     assert client.get(f"/api/v1/results/{r.id}").json() == r.to_dict()
-    assert client.get("/api/v1/results/nope").status_code == 400
+    assert client.get("/api/v1/results/nope").status_code == 404
     assert client.get("/api/v1/export").json()["schema"] == EXPORT_SCHEMA
     assert client.get("/no/such").status_code == 404
 

@@ -198,7 +198,9 @@ def test_a_kind_declared_here_is_shared_with_a_station_server_and_served(tmp_pat
         with open_store(srv.db) as st:
             assert st.records("scratch") == [d, other]
             owners = st.backend.execute("SELECT kind, station FROM record_stations ORDER BY record_id")
-            assert {tuple(r) for r in owners} == {("scratch", "station-a")}
+            # the records, and the card and reader they name (the station that names them: server.tokens)
+            assert {tuple(r) for r in owners} == {("scratch", "station-a"), ("card", "station-a"),
+                                                  ("reader", "station-a")}
         # served: its own list, one record by id, and the export
         assert srv.get("/api/v1/records/scratch")["records"] == [d, other]
         assert srv.get(f"/api/v1/records/scratch/{d['id']}") == d

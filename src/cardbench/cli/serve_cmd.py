@@ -29,12 +29,16 @@ def _bind(text: str) -> tuple[str, int]:
               "(default: reading is public).")
 @click.option("--max-body", callback=params.size, default="16MiB", show_default=True,
               help="The largest request body taken.")
+@click.option("--live-rate", type=click.FloatRange(min=0), default=50, show_default=True, metavar="N",
+              help="Live events (progress) a station may send a second; past it 429 (0: no limit).")
+@click.option("--upload-rate", type=click.FloatRange(min=0), default=0, show_default=True, metavar="N",
+              help="Uploads a station may send a second; past it 429 (0: no limit).")
 @click.option("--ssl-keyfile", type=click.Path(exists=True, dir_okay=False), help="TLS key (passed to uvicorn).")
 @click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (uvicorn).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.pass_context
-def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_level):
+def serve(ctx, db, bind, read_token, max_body, live_rate, upload_rate, ssl_keyfile, ssl_certfile, log_level):
     """Serve the store's results to a lab: pages, live stations and the JSON API (/api/v1).
 
     Stations share with `cardbench run|verify|drawer|import --share URL --token TOKEN`; a token
@@ -52,7 +56,7 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
         raise UsageError(f"the server needs its extra: pip install 'cardbench[server]' ({e.name} is missing)") \
             from None
     host, port = _bind(bind)
-    app = create_app(db, read_token=read_token, max_body=max_body)
+    app = create_app(db, read_token=read_token, max_body=max_body, live_rate=live_rate, upload_rate=upload_rate)
     click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.store().location})", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile,
                 ssl_certfile=ssl_certfile, server_header=False, timeout_graceful_shutdown=5)

@@ -17,7 +17,6 @@ offline, in a mail, or years later.
 from __future__ import annotations
 
 import datetime as _dt
-from html import escape
 from typing import Any
 
 from cardbench import __version__
@@ -32,7 +31,7 @@ from cardbench.report.drawer import (
 from cardbench.report.endurance import endurance_section
 from cardbench.report.geometry import geometry_section
 from cardbench.report.readers import reader_title
-from cardbench.report.svg import Bar, Series, bar_chart, line_chart
+from cardbench.report.svg import Bar, Series, bar_chart, esc, line_chart
 from cardbench.report.terminal import plain
 from cardbench.report.verify import verify_details, verify_sentence
 from cardbench.result import Card, Reader, Result
@@ -63,7 +62,7 @@ code { font-size: 12px; }
 
 
 def _e(text: Any) -> str:
-    return escape("" if text is None else str(text), quote=True)
+    return esc("" if text is None else text)
 
 
 def card_label(result: Result) -> str:

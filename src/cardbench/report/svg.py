@@ -8,6 +8,7 @@ in X (1X = 150,000 B/s).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from html import escape
 
@@ -17,8 +18,14 @@ PALETTE = ["#1f6fb2", "#d9731a", "#2e8b57", "#b8322c", "#7b52ab", "#8c6d1f", "#d
 FONT = "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif\""
 
 
+#: characters HTML and SVG may not hold (controls but tab and newlines, C1 controls, lone
+#: surrogates, as a station may have typed them): shown as U+FFFD
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def esc(text: object) -> str:
-    return escape(str(text), quote=True)
+    """Text as HTML/SVG text or attribute: escaped, characters markup may not hold replaced."""
+    return escape(_NOT_TEXT.sub("\ufffd", str(text)), quote=True)
 
 
 def nice_step(span: float, max_lines: int = 10) -> float:

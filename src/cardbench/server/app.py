@@ -19,55 +19,121 @@ Pages (``/``, ``/card/{identity}``, ``/model/{key}``, ``/reader/{identity}``, ``
 Answers to bad requests are one line, ``{"error": "..."}``: 400 a document that cannot be read
 (truncated, a newer schema, the wrong shape), 401 a token missing, wrong or revoked, 403 a record
 another station shared first (a station's own record sent again replaces it: stored once), 413 a body over the limit
-(refused from its Content-Length before it is read, or as soon as it passes the limit), 503 the
-store failing (nothing stored; the station's outbox keeps it). Writes are one transaction each:
-all of a request or nothing.
+(refused from its Content-Length before it is read, or as soon as it passes the limit), 404 no
+such page or record (an id is read back as itself, never stripped), 429 a station over its rate
+(``--live-rate``, ``--upload-rate``; with Retry-After), 503 the store failing (nothing stored;
+the station's outbox keeps it); never a 500 for what a client sends (issue 34). Writes are one
+transaction each: all of a request or nothing. Every answer carries SECURITY_HEADERS. Who names
+a card or reader: cardbench.server.tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
+import math
 import threading
 import time
 from typing import Any
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from cardbench import kinds
-from cardbench.errors import CardbenchError, StoreError, UsageError
+from cardbench.errors import CardbenchError, NotFound, StoreError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
+from cardbench.result import Card, Reader
 from cardbench.server import live, pages, tokens
 from cardbench.store.core import open_store
 from cardbench.store.export import collect, read_export
+from cardbench.units import finite_or_null
 
 MAX_BODY = 16 * 1024 * 1024
 PAGE_SIZE = 50
-CSP = "default-src 'self'; style-src 'unsafe-inline'; img-src data:; script-src 'self'"
+MAX_PAGE = 10 ** 9
+#: the longest record id the server takes (a uuid is 32 or 36 characters); longer ids are refused
+#: at upload (400) and are no record's when read (404)
+MAX_ID_LENGTH = 200
+CSP = ("default-src 'self'; style-src 'unsafe-inline'; img-src data:; script-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+#: on every answer (pages, API, errors, the script, 404 and 405 too)
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+#: the cookie a browser opened with ``?token=`` keeps the read token in
+READ_COOKIE = "cardbench_read"
+#: live events (POST /api/v1/live) a station may send a second, on average (``serve --live-rate``);
+#: a burst of twice as many passes. `drawer --share` sends at most 2 a second; a lab's endurance
+#: run a few a second per station
+LIVE_RATE = 50.0
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
 
 
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+class JSON(JSONResponse):
+    """A JSON answer that JSON can always hold: a record stored before NaN and Infinity were
+    refused is sent with them as null, a lone surrogate as its escape, never a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        except (ValueError, UnicodeEncodeError):
+            return json.dumps(finite_or_null(content), allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSON({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
+
+
+class RateLimit:
+    """At most ``rate`` events a second per key on average, a burst of ``2 * rate`` (a token
+    bucket per key, in this process). ``rate`` 0: no limit."""
+
+    def __init__(self, rate: float, what: str = "events"):
+        self.rate, self.what = float(rate), what
+        self.burst = max(1.0, 2 * self.rate)
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def check(self, key: str) -> None:
+        """HTTPError 429 (one line, Retry-After) when ``key`` is over its rate; else counts one."""
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        level, then = self.buckets.get(key, (self.burst, now))
+        level = min(self.burst, level + (now - then) * self.rate)
+        if level >= 1:
+            self.buckets[key] = (level - 1, now)
+            return
+        self.buckets[key] = (level, now)
+        wait = max(1, math.ceil((1 - level) / self.rate))
+        raise HTTPError(429, f"slow down: {self.rate:g} {self.what}/s allowed", {"Retry-After": str(wait)})
 
 
 class Server:
-    def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY):
+    def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY,
+                 live_rate: float = LIVE_RATE, upload_rate: float = 0):
         self.db, self.read_token, self.max_body = db, read_token, max_body
+        self.live_limit = RateLimit(live_rate, "events")
+        self.upload_limit = RateLimit(upload_rate, "uploads")
         self.local = threading.local()
-        with open_store(db):      # create / migrate once, and fail now on a bad --db
-            pass
+        with open_store(db) as st:      # create / migrate once, and fail now on a bad --db
+            self.location = st.location
         self.hub = live.Hub(db, self.call)
+
+    def hide_location(self, message: str) -> str:
+        """A message without the store's path or URL (a client has no business knowing it)."""
+        loc = self.location
+        return message.replace(f"results database {loc}", "the results store").replace(f" in {loc}", "") \
+            .replace(loc, "the store")
 
     # -- the store, one connection per worker thread ---------------------------------------------
     def store(self):
@@ -98,9 +164,16 @@ class Server:
     def check_read(self, request: Request) -> None:
         if self.read_token is None:
             return
-        given = _bearer(request) or request.query_params.get("token") or request.cookies.get("cardbench_read")
-        if given != self.read_token:
+        given = _bearer(request) or request.query_params.get("token") or request.cookies.get(READ_COOKIE)
+        if not self.is_read_token(given):
             raise HTTPError(401, "reading this server takes its read token (Authorization: Bearer TOKEN)")
+
+    def is_read_token(self, given: str | None) -> bool:
+        """In constant time (hmac.compare_digest), whatever the text given."""
+        if self.read_token is None or given is None:
+            return False
+        return hmac.compare_digest(given.encode("utf-8", "backslashreplace"),
+                                   self.read_token.encode("utf-8", "backslashreplace"))
 
     # -- writing -----------------------------------------------------------------------------------
     async def body(self, request: Request) -> bytes:
@@ -118,10 +191,15 @@ class Server:
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise HTTPError(400, f"the body cannot be read as cardbench records ({type(e).__name__}: {e})") from None
         _own_ids(doc)
+        for k, rid, _ in contents.records():
+            problem = id_problem(rid)
+            if problem:
+                raise HTTPError(400, f"{k.noun} id {rid[:60]!r}: {problem}")
         items = contents.items()
         if not items:
             raise HTTPError(400, "the body holds no records")
-        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station)))
+        named = names_in(contents)
+        ids = self.call(lambda store: store.save_all(items, before=tokens.claimer(station, named)))
         return {"stored": len(ids), "ids": ids, "station": station}, contents
 
 
@@ -145,6 +223,47 @@ async def read_body(request: Request, max_body: int) -> bytes:
     except ClientDisconnect:
         raise HTTPError(400, "the body was cut short (the client went away)") from None
     return b"".join(chunks)
+
+
+def names_in(contents) -> list[tuple[str, str]]:
+    """The ("card" | "reader", identity) the records of an upload name (tokens.claimer's ``names``)."""
+    out: list[tuple[str, str]] = []
+    for r in contents.results:
+        out += [("card", r.card.identity()), ("reader", r.reader.identity())]
+    for k in kinds.kinds():
+        for d in contents.by_kind.get(k.name, []) if k.item_type is dict else ():
+            for card, reader in k.cards(d):
+                if isinstance(card, dict) and card:
+                    out.append(("card", Card.from_dict(card).identity()))
+                if isinstance(reader, dict) and reader:
+                    out.append(("reader", Reader.from_dict(reader).identity()))
+    return out
+
+
+def tail_param(request: Request, name: str) -> str:
+    """A ``{name:path}`` parameter (the path's last part: a card's identity, a record's id) as
+    the client quoted it, decoded once from the raw path: an id holding ``%2F`` or ``/`` is read
+    back as itself, whoever decoded the path before (Starlette's test client decodes it twice)."""
+    value = request.path_params[name]
+    raw, path = request.scope.get("raw_path"), request.scope.get("path", "")
+    if not raw or not path.endswith(value):
+        return value
+    before = path[: len(path) - len(value)].count("/")
+    parts = bytes(raw).split(b"/", before)
+    return unquote_to_bytes(parts[-1]).decode("utf-8", "replace") if len(parts) == before + 1 else value
+
+
+def id_problem(rid: str) -> str | None:
+    """Why a record id cannot be a shared record's (None: it can). An id is read back as itself
+    (``/api/v1/results/`` + the id, quoted): never stripped, so none starts or ends with a space;
+    none holds a control character or is longer than MAX_ID_LENGTH. A ``/`` is fine."""
+    if not rid or rid != rid.strip():
+        return "an id may not be empty or start or end with white space"
+    if len(rid) > MAX_ID_LENGTH:
+        return f"an id is at most {MAX_ID_LENGTH} characters"
+    if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in rid):
+        return "an id may not hold control characters"
+    return None
 
 
 def _own_ids(doc: Any) -> None:
@@ -172,34 +291,75 @@ def _bearer(request: Request) -> str | None:
     return None
 
 
-def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY) -> Starlette:
-    srv = Server(db, read_token=read_token, max_body=max_body)
+class App(Starlette):
+    """Starlette, with SECURITY_HEADERS on every answer (set where an answer has none of its own),
+    including those Starlette makes itself (404, 405, 500)."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *((k, v) for k, v in SECURITY_HEADERS if k not in have)]}
+            await send(message)
+        await super().__call__(scope, receive, send_with_headers)
+
+
+def create_app(db: Any = None, *, read_token: str | None = None, max_body: int = MAX_BODY,
+               live_rate: float = LIVE_RATE, upload_rate: float = 0) -> Starlette:
+    """The server's app. ``live_rate``: live events a station may send a second (429 past it; 0: no
+    limit); ``upload_rate``: the same for uploads (POST /api/v1/records; 0, the default: no limit)."""
+    srv = Server(db, read_token=read_token, max_body=max_body, live_rate=live_rate, upload_rate=upload_rate)
 
     def guarded(fn, *, html: bool = False, writes: bool = False):
         """``writes``: the endpoint checks a station's token itself (no read token asked)."""
         async def endpoint(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                if not writes:
-                    srv.check_read(request)
-                resp = await fn(request)
+                if not writes and srv.read_token is not None and "token" in request.query_params \
+                        and not request.url.path.startswith("/api/"):
+                    resp = token_to_cookie(request)
+                else:
+                    if not writes:
+                        srv.check_read(request)
+                    resp = await fn(request)
             except HTTPError as e:
-                resp = error(e.status, e.message)
+                resp = error(e.status, e.message, e.headers)
             except tokens.Forbidden as e:
                 resp = error(403, str(e))
             except live.Unannounced as e:
                 resp = error(409, str(e))
             except StoreError as e:
-                resp = error(503, f"the store failed, nothing was stored: {e.message}")
-            except UsageError as e:
-                resp = error(400, e.message)
-            except CardbenchError as e:
-                resp = error(400, e.message)
+                resp = error(503, f"the store failed, nothing was stored: {srv.hide_location(e.message)}")
+            except NotFound as e:
+                resp = error(404, srv.hide_location(e.message))
+            except CardbenchError as e:         # UsageError and the others: the request's fault
+                resp = error(400, srv.hide_location(e.message))
+            except (RecursionError, OverflowError, UnicodeError) as e:
+                # the last guard: input nested too deep, a number beyond what a float or the
+                # store holds, text UTF-8 cannot hold, somewhere not checked before
+                resp = error(400, f"the request cannot be read ({type(e).__name__})")
             resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1000:.1f}"
-            resp.headers.setdefault("Content-Security-Policy", CSP)
-            resp.headers.setdefault("X-Content-Type-Options", "nosniff")
             return resp
         return endpoint
+
+    def token_to_cookie(request: Request) -> Response:
+        """A page opened with ``?token=``: the token goes to a cookie (HttpOnly, SameSite=Strict,
+        Path=/) and the browser to the same page without it, so no link, history entry or
+        Referer carries it; every link and the live stream then send the cookie."""
+        if not srv.is_read_token(request.query_params.get("token")):
+            raise HTTPError(401, "reading this server takes its read token (Authorization: Bearer TOKEN)")
+        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        raw = request.scope.get("raw_path")      # the path as the browser quoted it (a card's %2F kept)
+        path = bytes(raw).decode("latin-1") if raw else quote(request.url.path)
+        resp = RedirectResponse(path + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
+        resp.set_cookie(READ_COOKIE, srv.read_token or "", httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+        return resp
 
     def filters(request: Request) -> dict[str, str]:
         qp = request.query_params
@@ -220,6 +380,8 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             page_no = max(1, int(request.query_params.get("page", "1")))
         except ValueError:
             raise HTTPError(400, "page must be a number") from None
+        if page_no > MAX_PAGE:        # an offset no store's integer holds
+            raise HTTPError(404, f"no page {page_no}; the last possible one is {MAX_PAGE}")
 
         def work(store):
             rs = store.results(card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
@@ -229,7 +391,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return HTMLResponse(pages.drawer_page(rs, filters=f, page_no=page_no, has_next=more, stations=st))
 
     async def card(request: Request) -> Response:
-        ident = request.path_params["identity"]
+        ident = tail_param(request, "identity")
 
         def names(k, d) -> bool:       # this card itself, not one whose words match its identity
             return any((c.get("identity") or "") in (ident, "") for c, _ in k.cards(d) if isinstance(c, dict))
@@ -238,13 +400,14 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             rs = store.results_of_cards([ident])
             shown = [(k, [d for d in store.records(k.name, card=ident) if names(k, d)])
                      for k in kinds.kinds() if k.listed]
-            return rs, shown, stations_of(store, rs)
-        rs, shown, st = await run_in_threadpool(srv.call, work)
-        return HTMLResponse(pages.card_page(ident, rs, shown, st),
+            row = next((c for c in store.cards() if c["identity"] == ident), None)
+            return rs, shown, stations_of(store, rs), row, tokens.namer(store, "card", ident)
+        rs, shown, st, row, namer = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.card_page(ident, rs, shown, st, row, namer),
                             status_code=200 if rs or any(docs for _, docs in shown) else 404)
 
     async def model(request: Request) -> Response:
-        key = request.path_params["key"]
+        key = tail_param(request, "key")
         this = request.query_params.get("card")
         def work(store):
             idents = [c["identity"] for c in store.cards() if pages.model_key_of_row(c) == key]
@@ -255,10 +418,12 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         return HTMLResponse(pages.model_page(key, rs, this), status_code=200 if rs else 404)
 
     async def reader(request: Request) -> Response:
-        ident = request.path_params["identity"]
-        rs = await run_in_threadpool(srv.call, lambda store: [r for r in store.results(reader=ident)
-                                                               if r.reader.identity() == ident])
-        return HTMLResponse(pages.reader_page(ident, rs), status_code=200 if rs else 404)
+        ident = tail_param(request, "identity")
+        def work(store):
+            rs = [r for r in store.results(reader=ident) if r.reader.identity() == ident]
+            return rs, next((row for row in store.readers() if row["identity"] == ident), None)
+        rs, row = await run_in_threadpool(srv.call, work)
+        return HTMLResponse(pages.reader_page(ident, rs, row), status_code=200 if rs else 404)
 
     async def readers(request: Request) -> Response:
         rows = await run_in_threadpool(srv.call, lambda store: store.readers())
@@ -315,12 +480,14 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         doc = await run_in_threadpool(srv.call, lambda store: collect(
             store, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
             until=f["until"] or None, test=f["test"] or None))
-        return JSONResponse(doc)
+        return JSON(doc)
 
     async def api_result(request: Request) -> Response:
-        rid = request.path_params["id"]
+        rid = tail_param(request, "id")
+        if id_problem(rid):        # no record has such an id: not looked for (nor stripped to another's)
+            raise HTTPError(404, f"no run with id {rid[:60]!r}")
         r = await run_in_threadpool(srv.call, lambda store: store.get(rid))
-        return JSONResponse(r.to_dict())
+        return JSON(r.to_dict())
 
     async def api_kind(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])      # UsageError: 400 naming the kinds
@@ -328,16 +495,17 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         found = await run_in_threadpool(srv.call, lambda store: store.records(
             k.name, card=f["card"] or None, reader=f["reader"] or None, since=f["since"] or None,
             until=f["until"] or None))
-        return JSONResponse({"schema": k.schema, "kind": k.name,
-                             "records": [d if k.item_type is dict else k.dump(d) for d in found]})
+        return JSON({"schema": k.schema, "kind": k.name,
+                     "records": [d if k.item_type is dict else k.dump(d) for d in found]})
 
     async def api_record(request: Request) -> Response:
         k = kinds.kind_named(request.path_params["kind"])
-        rid = request.path_params["id"]
-        doc = await run_in_threadpool(srv.call, lambda store: store.stored_document(k.name, rid))
+        rid = tail_param(request, "id")
+        doc = None if id_problem(rid) else await run_in_threadpool(
+            srv.call, lambda store: store.stored_document(k.name, rid))
         if doc is None:
-            raise HTTPError(404, f"no {k.noun} with id {rid!r}")
-        return JSONResponse(doc)
+            raise HTTPError(404, f"no {k.noun} with id {rid[:60]!r}")
+        return JSON(doc)
 
     async def api_records(request: Request) -> Response:
         token = _bearer(request)
@@ -347,20 +515,22 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         station = await run_in_threadpool(srv.call, tokens.station_of, token)
         if station is None:
             raise HTTPError(401, "this token is not known here or was revoked")
+        srv.upload_limit.check(station)
         raw = await srv.body(request)
         out, contents = await run_in_threadpool(srv.store_records, station, raw)
         srv.hub.changed(station, None)
-        return JSONResponse(out, status_code=200)
+        return JSON(out, status_code=200)
 
     async def api_live(request: Request) -> Response:
         token = _bearer(request)
         station = await run_in_threadpool(srv.call, tokens.station_of, token) if token else None
         if station is None:
             raise HTTPError(401, "telling a live page what a station does takes its token")
+        srv.live_limit.check(station)       # per station (its tokens): a flood is 429, others unaffected
         ev = live.read_event(await read_body(request, live.BODY_MAX))        # UsageError: 400
         await run_in_threadpool(srv.call, live.write_progress, station, ev)   # Unannounced: 409
         srv.hub.changed(station, ev["card_key"])
-        return JSONResponse({"ok": True})
+        return JSON({"ok": True})
 
     async def not_found(request: Request, exc) -> Response:
         return error(404, "no such page")
@@ -374,13 +544,13 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         Route("/live", guarded(live_index)),
         Route("/live/{station}/events", guarded(live_events)),
         Route("/live/{station}", guarded(live_page)),
-        Route("/static/live.js", live_js),
+        Route("/static/live.js", guarded(live_js, writes=True)),       # no token asked for a script
         Route("/api/v1/results", guarded(api_results)),
         Route("/api/v1/export", guarded(api_results)),
-        Route("/api/v1/results/{id}", guarded(api_result)),
+        Route("/api/v1/results/{id:path}", guarded(api_result)),
         Route("/api/v1/records", guarded(api_records, writes=True), methods=["POST"]),
         Route("/api/v1/records/{kind}", guarded(api_kind)),
-        Route("/api/v1/records/{kind}/{id}", guarded(api_record)),
+        Route("/api/v1/records/{kind}/{id:path}", guarded(api_record)),
         Route("/api/v1/live", guarded(api_live, writes=True), methods=["POST"]),
     ]
 
@@ -395,7 +565,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         finally:
             srv.hub.stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: lambda r, e: error(
+    app = App(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: lambda r, e: error(
         405, "method not allowed"), 500: server_error})
     app.state.server = srv
     return app

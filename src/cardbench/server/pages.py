@@ -161,18 +161,48 @@ def records_section(kind: Kind, docs: list[dict]) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
+def row_label(row: dict) -> str:
+    """A card as its row in the store names it (brand and name, size, label): the names of the
+    station that names it (cardbench.server.tokens)."""
+    text = " ".join(str(row[k]) for k in ("brand", "name") if row.get(k)) or row.get("model") or row.get("serial") \
+        or row.get("identity") or "(unnamed card)"
+    cap = row.get("capacity_bytes")
+    size = fmt_size(cap) if isinstance(cap, int) and cap > 0 else None
+    return " ".join(str(p) for p in (text, size, row.get("label")) if p)
+
+
+def other_names(row: dict | None, results: list[Result], stations: dict[str, str]) -> str:
+    """The names other stations gave the card in their own records, shown as theirs."""
+    if row is None:
+        return ""
+    mine = row_label(row)
+    seen: dict[tuple[str, str], None] = {}
+    for r in results:
+        label = rh.card_label(r)
+        if label != mine:
+            seen[(stations.get(r.id, "-"), label)] = None
+    if not seen:
+        return ""
+    items = "".join(f"<li>station {_e(st)}: {_e(label)}</li>" for st, label in seen)
+    return f'<div id="other-names"><p class=meta>Named otherwise in some records (each station\'s own view):</p><ul>{items}</ul></div>'
+
+
 def card_page(identity: str, results: list[Result], records: list[tuple[Kind, list[dict]]],
-              stations: dict[str, str]) -> str:
-    """A card's page: its runs, then the records of every listed kind that name it."""
+              stations: dict[str, str], row: dict | None = None, namer: str | None = None) -> str:
+    """A card's page: its runs, then the records of every listed kind that name it. Its title is
+    its row's (the names of the station that names it, ``namer``), other names each station's own."""
     records = [(k, docs) for k, docs in records if docs]
     if not results and not records:
         return page("No such card", f"<p>No record names card {_e(identity)}.</p>")
-    title = rh.card_label(results[-1]) if results else identity
+    title = row_label(row) if row else rh.card_label(results[-1]) if results else identity
     body = [f"<p class=meta>Card <code>{_e(identity)}</code>"]
+    if namer:
+        body.append(f" · named by station {_e(namer)}")
     if results:
         mk = model_key(results[-1].card)
         body.append(f' · <a href="{_e(model_url(mk))}">its model among others</a>')
     body.append("</p>")
+    body.append(other_names(row, results, stations))
     if results:
         labels = _when_labels(results)
         body.append("<h2>Every run, over time</h2>" + drawer_table(results, stations))
@@ -245,10 +275,11 @@ def model_page(key: str, results: list[Result], this_card: str | None) -> str:
     return page(f"Card model: {name}", "\n".join(body))
 
 
-def reader_page(identity: str, results: list[Result]) -> str:
+def reader_page(identity: str, results: list[Result], row: dict | None = None) -> str:
+    """A reader's page, named by its row in the store (the station that named it first)."""
     if not results:
         return page("No such reader", f"<p>No run went through reader {_e(identity)}.</p>")
-    name = results[-1].reader.name or identity
+    name = (row or {}).get("name") or results[-1].reader.name or identity
     body = [f"<p class=meta>Reader <code>{_e(identity)}</code>: {len(results)} runs.</p>",
             "<h2>Ceiling and evidence</h2>", rh._readers(results, RATE_UNIT),
             "<h2>Runs through it</h2>", drawer_table(results, None)]

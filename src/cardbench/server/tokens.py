@@ -4,6 +4,12 @@ A token is 32 random bytes (URL-safe text); the store keeps its SHA-256 only (a 
 needs no slow hash: it cannot be guessed from its hash). A token writes only its own station's
 records: the station that first shares a record id owns it (``record_stations``), and another
 station sharing the same id is refused (:class:`Forbidden`, HTTP 403).
+
+Who names a card or a reader: the first station to share a record naming it (its identity,
+claimed in ``record_stations`` as kind ``card`` / ``reader``). Its names (brand, name, label,
+size; a reader's name, driver, transport) stand in the store's ``cards`` / ``readers`` rows, which
+pages and the API show; it may change them by sharing again. Another station's record naming the
+same card is stored as sent, its own view, and never renames the row.
 """
 
 from __future__ import annotations
@@ -89,15 +95,24 @@ def station_of(store, token: str | None) -> str | None:
     return None
 
 
-def claimer(station: str):
+#: the kinds ``record_stations`` claims names under (a card's or reader's identity), beside record kinds
+NAMES = ("card", "reader")
+
+
+def claimer(station: str, names: list[tuple[str, str]] | tuple = ()):
     """For ``Store.save_all(before=...)``: claim each record id for ``station`` inside the saving
-    transaction; Forbidden (all undone) when another station shared one of them first."""
+    transaction; Forbidden (all undone) when another station shared one of them first. ``names``:
+    the ("card" | "reader", identity) the records name, claimed for ``station`` when no station
+    named them yet; returns those another station named (their rows are left as they are)."""
+    named = list(dict.fromkeys((what, ident) for what, ident in names if what in NAMES and ident))
+
     def before(db, kinds_and_ids):
         now = _now()
-        # one statement for the batch, then one read of the owners (the first foreign one is named)
+        # one statement for the batch and its names, then one read of the owners per kind of
+        # record and one of the names' (the first foreign record is named)
         db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT (kind, record_id) DO NOTHING",
-                       [(kind, rid, station, now) for kind, rid in kinds_and_ids])
+                       [(kind, rid, station, now) for kind, rid in [*kinds_and_ids, *named]])
         owners: dict[tuple[str, str], str] = {}
         for k in dict.fromkeys(kind for kind, _ in kinds_and_ids):        # the primary key's order
             owners.update(((k, rid), st) for rid, st in db.rows_in(
@@ -108,7 +123,18 @@ def claimer(station: str):
             if owner is not None and owner != station:
                 raise Forbidden(f"{kind} {rid} was shared by another station first; station {station!r} "
                                 "may not replace it")
+        if not named:
+            return set()
+        keyed = {(what, db.key(ident)): (what, ident) for what, ident in named}
+        rows = db.rows_in("SELECT kind, record_id, station FROM record_stations WHERE kind IN ('card', 'reader') "
+                          "AND record_id {in}", list(dict.fromkeys(ident for _, ident in named)))
+        return {keyed[(what, ident)] for what, ident, owner in rows if owner != station and (what, ident) in keyed}
     return before
+
+
+def namer(store, what: str, identity: str) -> str | None:
+    """The station that names this card or reader (``what``: "card" or "reader"), or None."""
+    return station_of_record(store, what, identity)
 
 
 def station_of_record(store, kind: str, rid: str) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import platformdirs
 
 from cardbench import kinds
-from cardbench.errors import StoreError, UsageError
+from cardbench.errors import NotFound, StoreError, UsageError
 from cardbench.kinds import PROBE_SCHEMA, RESULT_SCHEMA, SESSION_SCHEMA, VERIFY_SCHEMA  # noqa: F401  (re-exported)
 from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
@@ -37,6 +37,7 @@ from cardbench.store.schema import (
     Migration,
     check_migrations,
 )
+from cardbench.units import UnitError, check_json_numbers
 
 DEFAULT_FILENAME = "results.sqlite3"
 #: How often a save is tried again after a concurrency conflict (PostgreSQL serialization/deadlock).
@@ -58,6 +59,19 @@ def default_path() -> Path:
 
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _document_text(doc: Any, what: str) -> str:
+    """A record's stored JSON text; UsageError when it has none: a number JSON cannot hold
+    (NaN or Infinity, given or derived: ``seconds`` 1e-320 makes ``bytes_per_s`` infinite), a
+    whole number beyond 64 bits, a lone surrogate, a value that is not JSON. Named by key path."""
+    try:
+        check_json_numbers(doc)
+        return json.dumps(doc, ensure_ascii=False, allow_nan=False)
+    except UnitError as e:
+        raise UsageError(f"{what} cannot be stored: {e}") from None
+    except (TypeError, ValueError, RecursionError) as e:
+        raise UsageError(f"{what} cannot be stored as JSON: {first_line(e)}") from None
 
 
 def _dumps(obj: Any) -> str:
@@ -112,6 +126,8 @@ class Store:
                  _migrations: tuple[Migration, ...] | list[Migration] = MIGRATIONS):
         check_migrations(_migrations)
         self._migrations = tuple(_migrations)
+        #: ("card" | "reader", identity) whose row a save in progress leaves as it is (save_all's ``before``)
+        self._kept_names: frozenset[tuple[str, str]] = frozenset()
         kind, where = parse_target(url_or_path)
         #: None once closed
         self.backend: Backend | None
@@ -237,20 +253,28 @@ class Store:
         if not isinstance(result, Result):
             raise UsageError(f"can only save a Result, not {type(result).__name__}")
         doc = result.to_dict()
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"result {result.id} cannot be stored as JSON: {first_line(e)}") from None
+        text = _document_text(doc, f"result {result.id}")
         self._run(f"saving result {result.id}", self._save_tx, result, doc, text, retry=True)
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        self._db.execute(self._CARD_UPSERT, self._card_row(card))
+        self._upsert_rows("card", [self._card_row(card)])
         return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
 
     def _upsert_reader(self, reader: Reader) -> int:
-        self._db.execute(self._READER_UPSERT, self._reader_row(reader))
+        self._upsert_rows("reader", [self._reader_row(reader)])
         return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
+
+    def _upsert_rows(self, what: str, rows: list[tuple]) -> None:
+        """Cards' or readers' rows (identity first), upserted; those in ``_kept_names`` only
+        inserted when new (their names stand: the station server's naming rule)."""
+        upsert, keep = (self._CARD_UPSERT, self._CARD_KEEP) if what == "card" else \
+            (self._READER_UPSERT, self._READER_KEEP)
+        if not self._kept_names:
+            self._db.executemany(upsert, rows)
+            return
+        self._db.executemany(upsert, [r for r in rows if (what, r[0]) not in self._kept_names])
+        self._db.executemany(keep, [r for r in rows if (what, r[0]) in self._kept_names])
 
     def _delete_run(self, run_pk: int) -> None:
         for table in ("samples", "claims", "tests"):
@@ -276,6 +300,8 @@ class Store:
         "link_speed_mbit = COALESCE(excluded.link_speed_mbit, readers.link_speed_mbit), "
         "driver = COALESCE(excluded.driver, readers.driver), "
         "transport = COALESCE(excluded.transport, readers.transport)")
+    _CARD_KEEP = _CARD_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
+    _READER_KEEP = _READER_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
     _HOST_UPSERT = ("INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (identity) DO UPDATE SET info = excluded.info")
 
@@ -309,8 +335,8 @@ class Store:
         for table in ("samples", "claims", "tests"):
             self._in_chunks(f"DELETE FROM {table} WHERE run_id IN ({old})", ids)
         self._in_chunks("DELETE FROM runs WHERE result_id {in}", ids)
-        b.executemany(self._CARD_UPSERT, [self._card_row(r.card) for r, _, _ in entries])
-        b.executemany(self._READER_UPSERT, [self._reader_row(r.reader) for r, _, _ in entries])
+        self._upsert_rows("card", [self._card_row(r.card) for r, _, _ in entries])
+        self._upsert_rows("reader", [self._reader_row(r.reader) for r, _, _ in entries])
         b.executemany(self._HOST_UPSERT, [self._host_row(r.host or {}) for r, _, _ in entries])
         last = {r.id: k for k, (r, _, _) in enumerate(entries)}
         kept = [e for k, e in enumerate(entries) if last[e[0].id] == k]
@@ -469,13 +495,14 @@ class Store:
         run_id = str(run_id).strip()
         rows = self._run("reading a result", self._db.execute,
                          "SELECT document FROM runs WHERE result_id = ?", (run_id,))
-        if not rows and len(run_id) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in run_id):
+        # a prefix is at most a whole id (a uuid); a longer text is no prefix (nor a LIKE pattern too long)
+        if not rows and 4 <= len(run_id) <= 36 and all(c in "0123456789abcdefABCDEF-" for c in run_id):
             rows = self._run("reading a result", self._db.execute,
                              "SELECT document FROM runs WHERE result_id LIKE ?", (run_id.lower() + "%",))
             if len(rows) > 1:
                 raise UsageError(f"run id prefix {run_id!r} matches {len(rows)} runs; give more of it")
         if not rows:
-            raise UsageError(f"no run with id {run_id!r} in {self.url}")
+            raise NotFound(f"no run with id {run_id!r} in {self.url}")
         return self._load(rows[0][0])
 
     def count(self) -> int:
@@ -550,17 +577,10 @@ class Store:
         k = kinds.kind_of(item)
         if k.table.native:
             doc = item.to_dict()
-            try:
-                return k, doc, json.dumps(doc, ensure_ascii=False)
-            except (TypeError, ValueError) as e:
-                raise UsageError(f"{k.noun} {item.id} cannot be stored as JSON: {first_line(e)}") from None
+            return k, doc, _document_text(doc, f"{k.noun} {item.id}")
         doc = dict(item)
         doc.setdefault("id", uuid.uuid4().hex)
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"{k.noun} cannot be stored as JSON: {first_line(e)}") from None
-        return k, doc, text
+        return k, doc, _document_text(doc, k.noun)
 
     def _write_document(self, k: kinds.Kind, doc: dict, text: str) -> None:
         """The rows of one document (inside the caller's transaction), as its kind's Table says:
@@ -605,7 +625,8 @@ class Store:
         transaction: all or nothing (``cardbench import`` of an export). Each replaces what has its
         id. Returns the ids. ``before(backend, kinds_and_ids)``, when given, runs first inside that
         transaction (the station server's check of who may write these ids); what it raises undoes
-        everything."""
+        everything; what it returns, ("card" | "reader", identity) pairs, are the cards and readers
+        whose rows these records may not rename (inserted if new, else left as they are)."""
         items = list(items)
         prepared = []
         for it in items:
@@ -619,17 +640,22 @@ class Store:
 
         def tx():
             with self._db.batch_transaction():
+                self._kept_names = frozenset()
                 if before is not None:
-                    before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
-                results: list = []          # consecutive results, saved as one batch
-                for (k, doc, text), it in zip(prepared, items, strict=True):
-                    if k.table.native:
-                        results.append((it, doc, text))
-                        continue
+                    self._kept_names = frozenset(before(self._db, [(k.name, str(doc["id"])) for k, doc, _ in prepared])
+                                                 or ())
+                try:
+                    results: list = []          # consecutive results, saved as one batch
+                    for (k, doc, text), it in zip(prepared, items, strict=True):
+                        if k.table.native:
+                            results.append((it, doc, text))
+                            continue
+                        self._save_results(results)
+                        results = []
+                        self._write_document(k, doc, text)
                     self._save_results(results)
-                    results = []
-                    self._write_document(k, doc, text)
-                self._save_results(results)
+                finally:
+                    self._kept_names = frozenset()
         self._run(f"saving {len(prepared)} records", tx, retry=True)
         return [str(doc["id"]) for _, doc, _ in prepared]
 

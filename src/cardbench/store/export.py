@@ -32,7 +32,7 @@ from cardbench.errors import UsageError
 from cardbench.kinds import RESULT_SCHEMA
 from cardbench.result import Card, Result
 from cardbench.store.core import open_store
-from cardbench.units import UnitError, check_json_numbers
+from cardbench.units import UnitError, check_json_numbers, finite_or_null
 
 EXPORT_SCHEMA = "cardbench.export/2"
 #: the first export's schema, still read
@@ -63,7 +63,12 @@ def collect(store, *, card: str | None = None, reader: str | None = None, since:
 
 
 def to_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    """The export as JSON text, never a bare NaN or Infinity (not JSON): a record stored before
+    they were refused has them as null."""
+    try:
+        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(finite_or_null(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def counts(doc: dict[str, Any]) -> str:
@@ -177,7 +182,7 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
             if problem:
                 raise ValueError(problem)
             out.results.append(result_kind.load(d))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
         _check_ids(path, out.records())
@@ -241,5 +246,8 @@ def import_records(contents: Contents, db, *, path: str) -> str:
         # oldest first, as they were measured: a card's row (its name, brand, label) is the one its
         # latest result gave it, in the store the export came from and in this one
         results = sorted(contents.results, key=lambda r: r.started_at or "")
-        store.save_all([*results, *(it for it in contents.items() if not isinstance(it, Result))])
+        try:
+            store.save_all([*results, *(it for it in contents.items() if not isinstance(it, Result))])
+        except UsageError as e:     # what a record derives JSON cannot hold (seconds 1e-320: an infinite rate)
+            raise UsageError(f"{path}: {e.message}; nothing imported") from None
         return store.location
