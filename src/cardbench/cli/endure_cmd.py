@@ -20,6 +20,7 @@ from cardbench.endure import EndureOptions, resume_endurance, round_line, run_en
 from cardbench.errors import DeviceFault, UsageError
 from cardbench.measured import keep_measured
 from cardbench.record import check_store, record
+from cardbench.report.endurance import render_endurance
 from cardbench.share import share_options
 from cardbench.target import open_device_target
 from cardbench.units import parse_number
@@ -165,7 +166,4 @@ def _show(out, doc: dict) -> None:
     if out.json:
         out.echo(json.dumps(doc, indent=2))
         return
-    out.echo(doc["answer"])
-    for m in doc["milestones"]:
-        out.echo(f"  {m['what']}: round {m['round']}, {m['bytes_written'] / 1e12:.3g} TB written")
-    out.echo(f"  ended: {doc['ended']}; {doc['full_writes']:,.1f} full writes, {doc['bytes_written'] / 1e12:.3g} TB")
+    out.echo(render_endurance(doc).rstrip("\n"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from html import escape
 from typing import Any
 
@@ -307,10 +308,11 @@ def endurance_section(docs: list[dict], *, rate_unit: str = "MB/s", chart_id: st
 
 
 def render_endurance(doc: dict, *, rate_unit: str = "MB/s") -> str:
-    """Plain text of one run (what `cardbench endure` prints at its end): the answer, the
-    milestones, how it ended."""
+    """Plain text of one run (what `cardbench endure` prints at its end): the answer (wrapped at
+    80 columns), the milestones, how it ended."""
     name, answer = card_name(doc), str(doc.get("answer") or "")
-    lines = [answer if answer.startswith(name) else f"{name}: {answer}"]
+    first = answer if answer.startswith(name) else f"{name}: {answer}"
+    lines = [textwrap.fill(first, 79, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)]
     words = rated_words(doc)
     if words:
         lines.append(f"  {words}")
@@ -323,7 +325,11 @@ def render_endurance(doc: dict, *, rate_unit: str = "MB/s") -> str:
         r = rs[-1]
         lines.append(f"  last round {r['round']:g}: write {_rate(r.get('write_bytes_per_s'), rate_unit)}, read "
                      f"{_rate(r.get('read_bytes_per_s'), rate_unit)} {rate_unit}")
-    lines.append(f"  ended: {_ended(doc)}")
+    total = doc.get("bytes_written")
+    full = doc.get("full_writes")
+    written = (f", after {full:,.1f} full writes ({fmt_size(total)})"
+               if is_number(total) and is_number(full) else "")
+    lines.append(f"  ended: {_ended(doc)}{written}")
     return "\n".join(lines) + "\n"
 
 
