@@ -53,7 +53,7 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
             from None
     host, port = _bind(bind)
     app = create_app(db, read_token=read_token, max_body=max_body)
-    click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.store().location})", err=True)
+    click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.location})", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile,
                 ssl_certfile=ssl_certfile, server_header=False, timeout_graceful_shutdown=5)
 

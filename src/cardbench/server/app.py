@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from typing import Any
 
@@ -39,7 +38,7 @@ from cardbench import kinds
 from cardbench.errors import CardbenchError, StoreError, UsageError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.server import pages, tokens
-from cardbench.store.core import open_store
+from cardbench.store.core import StorePool
 from cardbench.store.export import collect, read_export
 from cardbench.units import INT64_MAX
 
@@ -78,35 +77,16 @@ class Live:
 class Server:
     def __init__(self, db: Any, *, read_token: str | None = None, max_body: int = MAX_BODY):
         self.db, self.read_token, self.max_body = db, read_token, max_body
-        self.local = threading.local()
         self.live = Live()
-        with open_store(db):      # create / migrate once, and fail now on a bad --db
-            pass
+        self.stores = StorePool(db)     # creates / migrates once, and fails now on a bad --db
+        self.location = self.stores.location
 
-    # -- the store, one connection per worker thread ---------------------------------------------
-    def store(self):
-        st = getattr(self.local, "store", None)
-        if st is None or st.backend is None:
-            st = open_store(self.db)
-            self.local.store = st
-        return st
-
-    def drop_store(self) -> None:
-        st = getattr(self.local, "store", None)
-        self.local.store = None
-        if st is not None:
-            try:
-                st.close()
-            except Exception:  # noqa: BLE001 - a broken connection is dropped either way
-                pass
-
+    # -- the store: a pooled connection per call (PostgreSQL), a store per worker thread (SQLite) --
     def call(self, fn, *args, **kw):
-        """``fn(store, ...)`` in this thread; a StoreError drops the connection (made again next time)."""
-        try:
-            return fn(self.store(), *args, **kw)
-        except StoreError:
-            self.drop_store()
-            raise
+        """``fn(store, ...)`` in this thread, on a store taken for this call (a StoreError drops
+        a broken connection; the next call gets a working one)."""
+        with self.stores.store() as st:
+            return fn(st, *args, **kw)
 
     # -- reading -----------------------------------------------------------------------------------
     def check_read(self, request: Request) -> None:
