@@ -24,7 +24,9 @@ all of a request or nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import time
 from typing import Any
 
@@ -43,6 +45,9 @@ from cardbench.store.export import collect, read_export
 from cardbench.units import INT64_MAX
 
 MAX_BODY = 16 * 1024 * 1024
+#: `cardbench serve --workers N`: the settings each worker process makes its app from (JSON:
+#: db, read_token, max_body), read by :func:`app_from_env`
+APP_ENV = "CARDBENCH_SERVE_APP"
 PAGE_SIZE = 50
 CSP = "default-src 'self'; style-src 'unsafe-inline'; img-src data:; script-src 'self'"
 
@@ -401,7 +406,18 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
     async def server_error(request: Request, exc: Exception) -> Response:
         return error(500, f"internal error: {type(exc).__name__}")
 
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        srv.stores.close()          # the pool's connections, at the server's shutdown
+
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: lambda r, e: error(
-        405, "method not allowed"), 500: server_error})
+        405, "method not allowed"), 500: server_error}, lifespan=lifespan)
     app.state.server = srv
     return app
+
+
+def app_from_env() -> Starlette:
+    """The app of one worker process of `cardbench serve --workers N` (uvicorn's factory)."""
+    cfg = json.loads(os.environ[APP_ENV])
+    return create_app(cfg["db"], read_token=cfg.get("read_token"), max_body=int(cfg["max_body"]))
