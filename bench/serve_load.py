@@ -7,8 +7,9 @@ URL is given. Then, each row its own fresh database (so every row starts from an
 
   store alone  8 threads, each with its own psycopg connection, inserting the rows the server
                writes for a record (card, reader, host upserts, the run, its tests and samples,
-               the station's claim) in one transaction per record, pipelined: what PostgreSQL
-               takes from Python without cardbench in between (the goal's denominator)
+               the station's claim) in one transaction per record, statement after statement: a
+               plain insert, the goal's denominator; and the same pipelined (psycopg's pipeline
+               mode: one wait a record), what PostgreSQL takes from Python at best
   save_all     8 threads calling cardbench's Store.save_all (no HTTP): the store layer's own cost
   ceiling      the load generator against a bare ASGI endpoint (bench/serve_apps.py: trivial), on
                each HTTP stack: the most requests/s this generator and that server reach here
@@ -16,7 +17,9 @@ URL is given. Then, each row its own fresh database (so every row starts from an
                each with its own token) posting one record per request to cardbench's server, on
                each HTTP stack: uvicorn with h11 and asyncio, uvicorn with httptools and uvloop
                (its "standard" extras), granian (Rust; when installed), and `cardbench serve`
-               itself, as a lab starts it; p50/p99 request latency as the generator saw it
+               itself, as a lab starts it (and with --workers 2: two processes); p50/p99 request latency
+               as the generator saw it, and the CPU time a record took in the server, PostgreSQL
+               and the generator
   batched      `cardbench serve`, 8 stations, 50 records per request (as `cardbench share`)
   progress     `cardbench serve`, 8 stations posting progress events (POST /api/v1/live)
   Uploader     `cardbench serve`, 8 stations through cardbench's own client (cardbench.share.Uploader,
@@ -27,7 +30,7 @@ server's own Server-Timing header and as the client saw it. Goals (issue 34): >=
 one record per request from 8 stations, and >= 0.8 of the store alone; the drawer <= 300 ms.
 
 Usage: python3 bench/serve_load.py [--db postgresql://...] [--records 2000] [--runs 10000]
-       [--stacks uvicorn-h11,uvicorn-std,granian] [--serve-args "--workers 2"]
+       [--stacks uvicorn-h11,uvicorn-std,granian] [--serve "" --serve "--workers 2"]
 """
 
 from __future__ import annotations
@@ -269,7 +272,37 @@ def line(label: str, rate: float, unit: str, lat: list[float] | None = None, rat
     print(f"  {label:46s} {rate:7.0f} {unit}{extra}", flush=True)
 
 
-def run(pg, n: int, runs: int, stacks: list[str], serve_args: list[str]) -> None:
+def cpu_seconds(pids: set[int], parents: set[int] = frozenset()) -> float:
+    """User + system CPU seconds of these processes and of the children of ``parents`` (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(p) in pids or int(fields[1]) in parents:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def with_cpu(pg, child: Child, fn):
+    """``fn()``'s result and the CPU seconds the server, PostgreSQL and this process spent in it."""
+    pm = getattr(pg, "data", None)
+    pm_pid = {int((pm / "postmaster.pid").read_text().split()[0])} if pm is not None else set()
+
+    def now():
+        return (cpu_seconds({child.proc.pid}, {child.proc.pid}), cpu_seconds(pm_pid, pm_pid),
+                cpu_seconds({os.getpid()}))
+    before = now()
+    out = fn()
+    return out, [b - a for a, b in zip(before, now(), strict=True)]
+
+
+def run(pg, n: int, runs: int, stacks: list[str], variants: list[list[str]]) -> None:
     load1 = os.getloadavg()[0]
     print(f"PostgreSQL {pg.url.split('@')[-1]}, {os.cpu_count()} cores shared by servers, database and "
           f"clients; {n} records a row; load average {load1:.1f}", flush=True)
@@ -297,35 +330,44 @@ def run(pg, n: int, runs: int, stacks: list[str], serve_args: list[str]) -> None
             line(f"one/req: cardbench app on {stack}", rate, "records/s", lat, rate / base)
         finally:
             c.stop()
-    db, toks = new_db(pg)
-    c = serve_child(db, serve_args)
-    try:
+    for k, serve_args in enumerate(variants):
+        db, toks = new_db(pg)
         shown = " ".join(["cardbench serve", *serve_args])
-        rate, lat = one_per_request(c.port, toks, n, "serve")
-        line(f"one/req: {shown}", rate, "records/s", lat, rate / base)
-        d = docs(n, "batched")
-        per_conn = [[request("/api/v1/records", toks[i], json.dumps(
-            {"schema": "cardbench.export/2", "cards": [], "results": part[k:k + 50], "verify": [], "probes": [],
-             "sessions": []}).encode()) for k in range(0, len(part), 50)] for i, part in enumerate(split(d))]
-        secs, lat = load(c.port, per_conn)
-        line("batched: 50 records/request", n / secs, "records/s", lat, n / secs / base)
-        events = 4 * n
-        per_conn = [[request("/api/v1/live", toks[i], json.dumps(
-            {"task": f"writing card {i}", "done": k * 1_000_000, "total": 64_000_000_000}).encode())
-            for k in range(events // STATIONS)] for i in range(STATIONS)]
-        secs, lat = load(c.port, per_conn)
-        line("progress: POST /api/v1/live", events / secs, "events/s", lat)
-        d = docs(n // 4, "uploader")
-        ups = [Uploader(f"http://127.0.0.1:{c.port}", t) for t in toks]
+        try:
+            c = serve_child(db, serve_args)
+        except RuntimeError as e:
+            print(f"  {shown}: does not start here ({str(e).strip().splitlines()[-1][:80]}), left out")
+            continue
+        try:
+            (rate, lat), cpu = with_cpu(pg, c, lambda: one_per_request(c.port, toks, n, "serve"))  # noqa: B023
+            line(f"one/req: {shown}", rate, "records/s", lat, rate / base)
+            print(f"  {'':46s} CPU ms a record: server {1000 * cpu[0] / n:.2f}, PostgreSQL {1000 * cpu[1] / n:.2f}, "
+                  f"load generator {1000 * cpu[2] / n:.2f}", flush=True)
+            if k:
+                continue
+            d = docs(n, "batched")
+            per_conn = [[request("/api/v1/records", toks[i], json.dumps(
+                {"schema": "cardbench.export/2", "cards": [], "results": part[j:j + 50], "verify": [], "probes": [],
+                 "sessions": []}).encode()) for j in range(0, len(part), 50)] for i, part in enumerate(split(d))]
+            secs, lat = load(c.port, per_conn)
+            line("batched: 50 records/request", n / secs, "records/s", lat, n / secs / base)
+            events = 4 * n
+            per_conn = [[request("/api/v1/live", toks[i], json.dumps(
+                {"task": f"writing card {i}", "done": j * 1_000_000, "total": 64_000_000_000}).encode())
+                for j in range(events // STATIONS)] for i in range(STATIONS)]
+            secs, lat = load(c.port, per_conn)
+            line("progress: POST /api/v1/live", events / secs, "events/s", lat)
+            d = docs(n // 4, "uploader")
+            ups = [Uploader(f"http://127.0.0.1:{c.port}", t) for t in toks]
 
-        def station(i, part):
-            for x in part:
-                ups[i].post(x)
-        secs = in_threads(station, split(d))
-        line("Uploader: cardbench's client, 1 record/request", len(d) / secs, "records/s")
-        drawer_pages(db, c.port, runs)
-    finally:
-        c.stop()
+            def station(i, part):
+                for x in part:
+                    ups[i].post(x)  # noqa: B023
+            secs = in_threads(station, split(d))
+            line("Uploader: cardbench's client, 1 record/request", len(d) / secs, "records/s")
+            drawer_pages(db, c.port, runs)
+        finally:
+            c.stop()
     print(f"load average {load1:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
@@ -382,19 +424,22 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=10000, help="fill the store to this many runs for the drawer times")
     ap.add_argument("--stacks", default=",".join(STACKS), help=f"HTTP stacks side by side ({', '.join(STACKS)})")
-    ap.add_argument("--serve-args", default="", help="extra arguments of the `cardbench serve` rows")
+    ap.add_argument("--serve", action="append", default=None, metavar="ARGS",
+                    help="a `cardbench serve` row with these extra arguments (again for more rows; default: "
+                         "none and --workers 2; the batched, progress and drawer rows run on the first)")
     a = ap.parse_args()
     stacks = [s for s in a.stacks.split(",") if s]
+    variants = [shlex.split(v) for v in (a.serve if a.serve is not None else ["", "--workers 2"])]
     for s in stacks:
         if s not in STACKS:
             raise SystemExit(f"--stacks: no stack {s!r} ({', '.join(STACKS)})")
     if a.db:
-        run(External(a.db), a.records, a.runs, stacks, shlex.split(a.serve_args))
+        run(External(a.db), a.records, a.runs, stacks, variants)
         return
     import pytest  # running_postgres skips through pytest when PostgreSQL is missing
     try:
         with running_postgres() as pg:
-            run(pg, a.records, a.runs, stacks, shlex.split(a.serve_args))
+            run(pg, a.records, a.runs, stacks, variants)
     except pytest.skip.Exception as e:
         raise SystemExit(f"no PostgreSQL: {e}") from None
 
