@@ -302,12 +302,22 @@ class Store:
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        self._db.execute(self._CARD_UPSERT, self._card_row(card))
-        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
+        return self._upsert_id(self._CARD_UPSERT, self._card_row(card), "cards")
 
     def _upsert_reader(self, reader: Reader) -> int:
-        self._db.execute(self._READER_UPSERT, self._reader_row(reader))
-        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
+        return self._upsert_id(self._READER_UPSERT, self._reader_row(reader), "readers")
+
+    def _upsert_id(self, upsert: str, row: tuple, table: str) -> int:
+        """Upsert ``row`` (its identity first) and return its id: on PostgreSQL in the same
+        statement (RETURNING: one round trip, not two), on SQLite by reading it after."""
+        if isinstance(self._db, PostgresBackend):
+            got = self._db.execute(upsert + " RETURNING id", row)
+        else:
+            self._db.execute(upsert, row)
+            got = []
+        if not got:     # SQLite, or an upsert that left the row as it was
+            got = self._db.execute(f"SELECT id FROM {table} WHERE identity = ?", (row[0],))
+        return int(got[0][0])
 
     def _delete_run(self, run_pk: int) -> None:
         for table in ("samples", "claims", "tests"):
