@@ -78,7 +78,11 @@ STACKS = {
 
 
 def docs(n: int, tag: str) -> list[dict]:
+    """``n`` result documents, each with figures of its own (as real runs: no two alike)."""
+    salt = sum(map(ord, tag)) * 1e-6
     return [make_result(brand=f"{tag}-{i % 40}", serial=f"{tag}-{i}",
+                        write_times=(41.2 + i * 1e-4 + salt, 41.5 + i * 2e-4, 41.6 + i * 3e-4),
+                        read_rate=3.6e6 + i + salt,
                         started_at=f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}T10:{i % 60:02d}:00+00:00").to_dict()
             for i in range(n)]
 
