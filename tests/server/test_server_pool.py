@@ -55,6 +55,23 @@ def test_the_pool_reuses_a_few_connections_and_gets_each_back_after_an_error(pg_
         stores.close()
 
 
+def test_a_pooled_connection_keeps_its_prepared_statements(pg_server):
+    """psycopg prepares a query run 5 times on a connection; a pool of one connection (below the
+    pool's idle minimum) carries them from request to request."""
+    stores = StorePool(pg_server.new_database(), pool_size=1)
+    try:
+        for i in range(6):
+            with stores.store() as st:
+                st.save_all([make_result(serial=f"prep-{i}")], before=tokens.claimer("alpha"))
+        with stores.store() as st:
+            prepared = [r[0] for r in st._db.execute("SELECT statement FROM pg_prepared_statements")]
+        assert any(q.startswith("INSERT INTO runs ") for q in prepared), prepared
+        assert any(q.startswith("INSERT INTO samples ") for q in prepared), prepared
+        assert any(q.startswith("INSERT INTO record_stations ") for q in prepared), prepared
+    finally:
+        stores.close()
+
+
 def test_sqlite_keeps_a_store_per_thread(tmp_path):
     stores = StorePool(str(tmp_path / "lab.sqlite3"))
     seen = []

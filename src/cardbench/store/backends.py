@@ -448,7 +448,8 @@ class PostgresPool:
         if "connect_timeout" not in url:
             kw["connect_timeout"] = CONNECT_TIMEOUT_S
         self.wait_s = wait_s
-        self.pool = psycopg_pool.ConnectionPool(url, kwargs=kw, min_size=min_size, max_size=max_size, open=False,
+        self.pool = psycopg_pool.ConnectionPool(url, kwargs=kw, min_size=min(min_size, max_size), max_size=max_size,
+                                                open=False,
                                                 timeout=wait_s, name="cardbench")
         try:
             self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * CONNECT_ATTEMPTS)
