@@ -58,9 +58,10 @@ def serve(ctx, db, bind, read_token, max_body, ssl_keyfile, ssl_certfile, log_le
             from None
     host, port = _bind(bind)
     # uvicorn's standard extras (httptools, uvloop: the server extra) where installed, else h11 and
-    # asyncio (bench/serve_load.py measures both); no access log
+    # asyncio (bench/serve_load.py measures both); a line per request only at --log-level info or debug
     opts = dict(host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
-                server_header=False, timeout_graceful_shutdown=5, access_log=False)
+                server_header=False, timeout_graceful_shutdown=5,
+                access_log=log_level in ("info", "debug"))
     if workers > 1:
         if parse_target(db)[0] != "postgresql":
             raise UsageError("--workers above 1 needs a PostgreSQL store (--db postgresql://...): a SQLite file "
