@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import click
 
 from cardbench.cli import params
 from cardbench.errors import UsageError
 from cardbench.server import tokens
-from cardbench.store.core import open_store
+from cardbench.store.core import open_store, parse_target
 
 
 def _bind(text: str) -> tuple[str, int]:
@@ -37,8 +40,11 @@ def _bind(text: str) -> tuple[str, int]:
 @click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (uvicorn).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="App server processes on the one port (PostgreSQL only; docs/scaling.md).")
 @click.pass_context
-def serve(ctx, db, bind, read_token, max_body, live_rate, upload_rate, ssl_keyfile, ssl_certfile, log_level):
+def serve(ctx, db, bind, read_token, max_body, live_rate, upload_rate, ssl_keyfile, ssl_certfile, log_level,
+          workers):
     """Serve the store's results to a lab: pages, live stations and the JSON API (/api/v1).
 
     Stations share with `cardbench run|verify|drawer|import --share URL --token TOKEN`; a token
@@ -51,15 +57,30 @@ def serve(ctx, db, bind, read_token, max_body, live_rate, upload_rate, ssl_keyfi
     try:   # function-level: the server's extra (starlette, uvicorn) is optional; without it, one line
         import uvicorn
 
-        from cardbench.server.app import create_app
+        from cardbench.server.app import APP_ENV, create_app
     except ImportError as e:
         raise UsageError(f"the server needs its extra: pip install 'cardbench[server]' ({e.name} is missing)") \
             from None
     host, port = _bind(bind)
+    # uvicorn's standard extras (httptools, uvloop: the server extra) where installed, else h11 and
+    # asyncio (bench/serve_load.py measures both); a line per request only at --log-level info or debug
+    opts = dict(host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
+                server_header=False, timeout_graceful_shutdown=5,
+                access_log=log_level in ("info", "debug"))
+    if workers > 1:
+        if parse_target(db)[0] != "postgresql":
+            raise UsageError("--workers above 1 needs a PostgreSQL store (--db postgresql://...): a SQLite file "
+                             "is served by one process")
+        with open_store(db) as store:       # create / migrate once, and fail now on a bad --db
+            where = store.location
+        os.environ[APP_ENV] = json.dumps({"db": db, "read_token": read_token, "max_body": max_body,
+                                         "live_rate": live_rate, "upload_rate": upload_rate})
+        click.echo(f"cardbench serve: http://{host}:{port}/ (store {where}, {workers} workers)", err=True)
+        uvicorn.run("cardbench.server.app:app_from_env", factory=True, workers=workers, **opts)
+        return
     app = create_app(db, read_token=read_token, max_body=max_body, live_rate=live_rate, upload_rate=upload_rate)
-    click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.store().location})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile,
-                ssl_certfile=ssl_certfile, server_header=False, timeout_graceful_shutdown=5)
+    click.echo(f"cardbench serve: http://{host}:{port}/ (store {app.state.server.location})", err=True)
+    uvicorn.run(app, **opts)
 
 
 @serve.group("token")

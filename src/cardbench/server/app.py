@@ -34,7 +34,7 @@ import contextlib
 import hmac
 import json
 import math
-import threading
+import os
 import time
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes, urlencode
@@ -50,11 +50,14 @@ from cardbench.errors import CardbenchError, NotFound, StoreError
 from cardbench.result import SCHEMA as RESULT_SCHEMA
 from cardbench.result import Card, Reader
 from cardbench.server import live, pages, tokens
-from cardbench.store.core import open_store
+from cardbench.store.core import StorePool
 from cardbench.store.export import collect, read_export
 from cardbench.units import finite_or_null
 
 MAX_BODY = 16 * 1024 * 1024
+#: `cardbench serve --workers N`: the settings each worker process makes its app from (JSON:
+#: db, read_token, max_body), read by :func:`app_from_env`
+APP_ENV = "CARDBENCH_SERVE_APP"
 PAGE_SIZE = 50
 MAX_PAGE = 10 ** 9
 #: the longest record id the server takes (a uuid is 32 or 36 characters); longer ids are refused
@@ -124,9 +127,8 @@ class Server:
         self.db, self.read_token, self.max_body = db, read_token, max_body
         self.live_limit = RateLimit(live_rate, "events")
         self.upload_limit = RateLimit(upload_rate, "uploads")
-        self.local = threading.local()
-        with open_store(db) as st:      # create / migrate once, and fail now on a bad --db
-            self.location = st.location
+        self.stores = StorePool(db)     # creates / migrates once, and fails now on a bad --db
+        self.location = self.stores.location
         self.hub = live.Hub(db, self.call)
 
     def hide_location(self, message: str) -> str:
@@ -135,30 +137,12 @@ class Server:
         return message.replace(f"results database {loc}", "the results store").replace(f" in {loc}", "") \
             .replace(loc, "the store")
 
-    # -- the store, one connection per worker thread ---------------------------------------------
-    def store(self):
-        st = getattr(self.local, "store", None)
-        if st is None or st.backend is None:
-            st = open_store(self.db)
-            self.local.store = st
-        return st
-
-    def drop_store(self) -> None:
-        st = getattr(self.local, "store", None)
-        self.local.store = None
-        if st is not None:
-            try:
-                st.close()
-            except Exception:  # noqa: BLE001 - a broken connection is dropped either way
-                pass
-
+    # -- the store: a pooled connection per call (PostgreSQL), a store per worker thread (SQLite) --
     def call(self, fn, *args, **kw):
-        """``fn(store, ...)`` in this thread; a StoreError drops the connection (made again next time)."""
-        try:
-            return fn(self.store(), *args, **kw)
-        except StoreError:
-            self.drop_store()
-            raise
+        """``fn(store, ...)`` in this thread, on a store taken for this call (a StoreError drops
+        a broken connection; the next call gets a working one)."""
+        with self.stores.store() as st:
+            return fn(st, *args, **kw)
 
     # -- reading -----------------------------------------------------------------------------------
     def check_read(self, request: Request) -> None:
@@ -564,8 +548,16 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             yield
         finally:
             srv.hub.stop()
+            srv.stores.close()          # the pool's connections, at the server's shutdown
 
     app = App(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: lambda r, e: error(
         405, "method not allowed"), 500: server_error})
     app.state.server = srv
     return app
+
+
+def app_from_env() -> Starlette:
+    """The app of one worker process of `cardbench serve --workers N` (uvicorn's factory)."""
+    cfg = json.loads(os.environ[APP_ENV])
+    return create_app(cfg["db"], read_token=cfg.get("read_token"), max_body=int(cfg["max_body"]),
+                      live_rate=float(cfg.get("live_rate", LIVE_RATE)), upload_rate=float(cfg.get("upload_rate", 0)))

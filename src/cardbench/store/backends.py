@@ -29,6 +29,13 @@ BUSY_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5
 CONNECT_ATTEMPTS = 4
 CONNECT_BACKOFF_S = 0.5
+#: A server's pool of PostgreSQL connections (PostgresPool): how many at most (the threads that
+#: write at once; PostgreSQL's default max_connections is 100) and how many kept open when idle.
+POOL_MAX = 10
+POOL_MIN = 2
+#: How long a call waits for a pooled connection (all busy, or the server restarting) before the
+#: store fails (the station server answers 503; the station's outbox keeps its record).
+POOL_WAIT_S = 10.0
 
 
 def first_line(exc: BaseException) -> str:
@@ -271,7 +278,8 @@ class PostgresBackend(Backend):
     #: pg_advisory_xact_lock key for "cardbench migrating" (any fixed 64-bit number).
     MIGRATION_LOCK = 0x43424E43_5354_4F52 & 0x7FFFFFFFFFFFFFFF
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, pool: "PostgresPool | None" = None):
+        """``pool``: the connection is taken from it (and given back by ``close``), not made."""
         self.location = redact_url(url)
         try:   # function-level: psycopg is the optional postgres extra; without it, one line
             import psycopg
@@ -281,7 +289,8 @@ class PostgresBackend(Backend):
         self.psycopg = psycopg
         self.error_types = (psycopg.Error,)
         self._url = url
-        self.conn = self._connect()
+        self.pool = pool
+        self.conn = pool.take() if pool is not None else self._connect()
 
     def _connect(self):
         """Connect, with a timeout per try (``connect_timeout`` in the URL wins), and try again
@@ -399,6 +408,11 @@ class PostgresBackend(Backend):
         return isinstance(exc, self.psycopg.OperationalError) or bool(self.conn.broken or self.conn.closed)
 
     def reconnect(self) -> None:
+        if self.pool is not None:
+            conn, self.conn = self.conn, None
+            self.pool.give_back(conn, broken=True)
+            self.conn = self.pool.take()
+            return
         try:
             self.conn.close()
         except self.psycopg.Error:
@@ -406,4 +420,67 @@ class PostgresBackend(Backend):
         self.conn = self._connect()
 
     def close(self) -> None:
+        if self.pool is not None:
+            conn, self.conn = self.conn, None
+            if conn is not None:
+                self.pool.give_back(conn)
+            return
         self.conn.close()
+
+
+class PostgresPool:
+    """Connections to one PostgreSQL database shared by a server's threads (psycopg_pool): a call
+    takes one (:meth:`take`, through a :class:`PostgresBackend` made with ``pool=``) and gives it
+    back when done, so a few connections serve any number of threads, stay open between requests
+    and keep their prepared statements (psycopg prepares a query it has run 5 times). A connection
+    given back in a transaction (an error inside one) is rolled back by the pool; one that broke
+    (the server restarted) is replaced, and the others are checked at once."""
+
+    def __init__(self, url: str, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
+                 wait_s: float = POOL_WAIT_S):
+        self.location = redact_url(url)
+        try:   # function-level: psycopg_pool is in the optional postgres extra; without it, one line
+            import psycopg_pool
+        except ImportError:
+            raise StoreError("the server's PostgreSQL pool is not installed: pip install 'cardbench[postgres]' "
+                             "(psycopg_pool is missing)") from None
+        kw: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in url:
+            kw["connect_timeout"] = CONNECT_TIMEOUT_S
+        self.wait_s = wait_s
+        self.pool = psycopg_pool.ConnectionPool(url, kwargs=kw, min_size=min(min_size, max_size), max_size=max_size,
+                                                open=False,
+                                                timeout=wait_s, name="cardbench")
+        try:
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * CONNECT_ATTEMPTS)
+        except psycopg_pool.PoolTimeout:
+            self.pool.close()
+            raise StoreError(f"cannot connect to {self.location}: no connection within "
+                             f"{CONNECT_TIMEOUT_S * CONNECT_ATTEMPTS} s") from None
+
+    def take(self):
+        """A connection, waiting up to ``wait_s`` for one (StoreError then)."""
+        import psycopg  # function-level: the optional postgres extra (PostgresBackend checked it)
+        try:
+            return self.pool.getconn(timeout=self.wait_s)
+        except psycopg.Error as e:        # PoolTimeout, PoolClosed: OperationalErrors
+            raise StoreError(f"cannot connect to {self.location}: {first_line(e)}") from None
+
+    def give_back(self, conn, *, broken: bool = False) -> None:
+        """Return ``conn``; ``broken``: it failed as a lost connection does, so every idle one is
+        checked now (after a server restart they all are broken) instead of handed out to fail."""
+        if broken:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection is dropped either way
+                pass
+        self.pool.putconn(conn)
+        if broken:
+            self.pool.check()
+
+    def stats(self) -> dict[str, int]:
+        """psycopg_pool's counters (pool_size, pool_available, requests_num, connections_num, ...)."""
+        return dict(self.pool.get_stats())
+
+    def close(self) -> None:
+        self.pool.close()

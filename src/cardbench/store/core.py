@@ -10,10 +10,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import platformdirs
 
@@ -24,8 +26,10 @@ from cardbench.result import Card, Reader, Result
 from cardbench.store import query as q
 from cardbench.store.backends import (
     IN_CHUNK,
+    POOL_MAX,
     Backend,
     PostgresBackend,
+    PostgresPool,
     SQLiteBackend,
     first_line,
     redact_url,
@@ -119,6 +123,50 @@ def store_key(url_or_path: str | os.PathLike | None) -> str:
     return os.path.realpath(os.path.expanduser(where))
 
 
+class StorePool:
+    """Stores for the many threads of a server, over one database. PostgreSQL: a pool of
+    connections (``PostgresPool``, psycopg_pool), each ``store()`` a connection taken for one call
+    and given back after it (rolled back if a transaction was left open, replaced if broken).
+    SQLite: a store per thread, kept between calls and dropped after a StoreError (a file needs
+    no pool: its connections cost no round trip, and its writers queue on the file's lock)."""
+
+    def __init__(self, url_or_path: str | os.PathLike | None = None, *, pool_size: int = POOL_MAX):
+        with open_store(url_or_path) as st:      # create / migrate once, and fail now on a bad --db
+            self.location = st.location
+        kind, where = parse_target(url_or_path)
+        self._target = url_or_path
+        self._url = where
+        self.pool = PostgresPool(where, max_size=pool_size) if kind == "postgresql" else None
+        self._local = threading.local()
+
+    @contextmanager
+    def store(self) -> Iterator["Store"]:
+        if self.pool is not None:
+            st = Store._over(PostgresBackend(self._url, pool=self.pool))
+            try:
+                yield st
+            finally:
+                st.close()
+            return
+        kept: Store | None = getattr(self._local, "store", None)
+        if kept is None or kept.backend is None:
+            kept = self._local.store = open_store(self._target)
+        st = kept
+        try:
+            yield st
+        except StoreError:
+            self._local.store = None
+            try:
+                st.close()
+            except Exception:  # noqa: BLE001 - a broken connection is dropped either way
+                pass
+            raise
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
 class Store:
     """A results database. Use as a context manager or call ``close()``."""
 
@@ -141,6 +189,15 @@ class Store:
         except BaseException:
             self._db.close()
             raise
+
+    @classmethod
+    def _over(cls, backend: Backend) -> "Store":
+        """A store on a backend whose schema is known to be current (StorePool): no migration check."""
+        st = cls.__new__(cls)
+        st._migrations = MIGRATIONS
+        st.backend = backend
+        st.url = backend.location
+        return st
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -258,12 +315,26 @@ class Store:
         return result.id
 
     def _upsert_card(self, card: Card) -> int:
-        self._upsert_rows("card", [self._card_row(card)])
-        return int(self._db.execute("SELECT id FROM cards WHERE identity = ?", (card.identity(),))[0][0])
+        return self._upsert_id("card", self._card_row(card), "cards")
 
     def _upsert_reader(self, reader: Reader) -> int:
-        self._upsert_rows("reader", [self._reader_row(reader)])
-        return int(self._db.execute("SELECT id FROM readers WHERE identity = ?", (reader.identity(),))[0][0])
+        return self._upsert_id("reader", self._reader_row(reader), "readers")
+
+    def _upsert_id(self, what: str, row: tuple, table: str) -> int:
+        """Upsert ``row`` (its identity first; a name in ``_kept_names`` only inserted when new)
+        and return its id: on PostgreSQL in the same statement (RETURNING: one round trip, not
+        two), on SQLite by reading it after."""
+        upsert, keep = (self._CARD_UPSERT, self._CARD_KEEP) if what == "card" else \
+            (self._READER_UPSERT, self._READER_KEEP)
+        sql = keep if (what, row[0]) in self._kept_names else upsert
+        if isinstance(self._db, PostgresBackend):
+            got = self._db.execute(sql + " RETURNING id", row)
+        else:
+            self._db.execute(sql, row)
+            got = []
+        if not got:     # SQLite, or an upsert that left the row as it was
+            got = self._db.execute(f"SELECT id FROM {table} WHERE identity = ?", (row[0],))
+        return int(got[0][0])
 
     def _upsert_rows(self, what: str, rows: list[tuple]) -> None:
         """Cards' or readers' rows (identity first), upserted; those in ``_kept_names`` only
@@ -302,6 +373,14 @@ class Store:
         "transport = COALESCE(excluded.transport, readers.transport)")
     _CARD_KEEP = _CARD_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
     _READER_KEEP = _READER_UPSERT.split(" ON CONFLICT")[0] + " ON CONFLICT (identity) DO NOTHING"
+    #: PostgreSQL: the runs of these result ids and their rows, in one statement (the foreign keys
+    #: are checked at its end, when the samples, claims and tests are gone too)
+    _PG_DELETE_RUNS = (
+        "WITH old AS (SELECT id FROM runs WHERE result_id = ANY(?)), "
+        "s AS (DELETE FROM samples WHERE run_id IN (SELECT id FROM old)), "
+        "c AS (DELETE FROM claims WHERE run_id IN (SELECT id FROM old)), "
+        "t AS (DELETE FROM tests WHERE run_id IN (SELECT id FROM old)) "
+        "DELETE FROM runs WHERE id IN (SELECT id FROM old)")
     _HOST_UPSERT = ("INSERT INTO hosts (identity, hostname, machine, info) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (identity) DO UPDATE SET info = excluded.info")
 
@@ -331,13 +410,17 @@ class Store:
             return
         b = self._db
         ids = [r.id for r, _, _ in entries]
-        old = "SELECT id FROM runs WHERE result_id {in}"
-        for table in ("samples", "claims", "tests"):
-            self._in_chunks(f"DELETE FROM {table} WHERE run_id IN ({old})", ids)
-        self._in_chunks("DELETE FROM runs WHERE result_id {in}", ids)
-        self._upsert_rows("card", [self._card_row(r.card) for r, _, _ in entries])
-        self._upsert_rows("reader", [self._reader_row(r.reader) for r, _, _ in entries])
-        b.executemany(self._HOST_UPSERT, [self._host_row(r.host or {}) for r, _, _ in entries])
+        if isinstance(b, PostgresBackend):      # one statement, not four (the results replaced: usually none)
+            b.send(self._PG_DELETE_RUNS, [[b.key(v) for v in ids]])
+        else:
+            old = "SELECT id FROM runs WHERE result_id {in}"
+            for table in ("samples", "claims", "tests"):
+                self._in_chunks(f"DELETE FROM {table} WHERE run_id IN ({old})", ids)
+            self._in_chunks("DELETE FROM runs WHERE result_id {in}", ids)
+        # a card (reader, host) named by many results of the batch alike is upserted once
+        self._upsert_rows("card", _once([self._card_row(r.card) for r, _, _ in entries]))
+        self._upsert_rows("reader", _once([self._reader_row(r.reader) for r, _, _ in entries]))
+        b.executemany(self._HOST_UPSERT, _once([self._host_row(r.host or {}) for r, _, _ in entries]))
         last = {r.id: k for k, (r, _, _) in enumerate(entries)}
         kept = [e for k, e in enumerate(entries) if last[e[0].id] == k]
         now = _now_iso()
@@ -731,6 +814,18 @@ class Store:
         """Stored verify documents, oldest first, optionally for matching cards / readers, made at
         or after ``since`` / at or before ``until``."""
         return self.records("verify", card=card, reader=reader, since=since, until=until)
+
+
+def _once(rows: list[tuple]) -> list[tuple]:
+    """Upsert rows (identity first) without those equal to the previous row of the same identity:
+    upserting it again changes nothing, so the rows stored are the same (and so are their ids)."""
+    last: dict[Any, tuple] = {}
+    out = []
+    for r in rows:
+        if last.get(r[0]) != r:
+            out.append(r)
+            last[r[0]] = r
+    return out
 
 
 def _summary(k: kinds.Kind, doc: dict) -> str | None:
