@@ -55,7 +55,7 @@ def test_each_write_of_a_position_has_its_own_data():
     j = p.judge(p.block(0, SECTOR, seq=9), 1 << 20, seq=3)
     assert j.counts["overwritten"] == 1 and j.misplaced == [(1 << 20, 0)]
     # the engine's per-write maker makes the same bytes, small writes and large
-    for size in (4096, 3 << 20):
+    for size in (2048, 4096, 3 << 20):   # the small loop, the unrolled 4 KiB, numpy
         with AlignedBuffers(2, size) as bufs:
             fresh = FreshWrites(p, bufs, size, first_seq=7)
             fresh.fill(1, pos)

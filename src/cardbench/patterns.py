@@ -342,11 +342,39 @@ class FreshWrites:
         tbytes, views, words, length, nxt = self._tbytes, self._bytes, self._q, self.length, self._next
         assert tbytes is not None
         heads = tuple(range(1, self._n << 6, 64))
+        mask = ROWS - 1     # ROWS is a power of two: & is the modulo
+
+        if self._n == 8:
+            # 4 KiB, the random-write size: the same stores unrolled (no loop: ~0.2 us less a
+            # write, worth it where a QD32 loop is CPU-bound)
+            def fill8(i: int, pos: int) -> None:
+                seq = nxt[0]
+                nxt[0] = seq + 1
+                at = (((pos >> 9) + seq * SEQ_STEP) & mask) << 9
+                views[i][:] = tbytes[at:at + 4096]
+                q = words[i]
+                q[1] = pos
+                q[2] = seq
+                q[65] = pos + 512
+                q[66] = seq
+                q[129] = pos + 1024
+                q[130] = seq
+                q[193] = pos + 1536
+                q[194] = seq
+                q[257] = pos + 2048
+                q[258] = seq
+                q[321] = pos + 2560
+                q[322] = seq
+                q[385] = pos + 3072
+                q[386] = seq
+                q[449] = pos + 3584
+                q[450] = seq
+            return fill8
 
         def fill(i: int, pos: int) -> None:
             seq = nxt[0]
             nxt[0] = seq + 1
-            at = (((pos >> 9) + seq * SEQ_STEP) % ROWS) << 9
+            at = (((pos >> 9) + seq * SEQ_STEP) & mask) << 9
             views[i][:] = tbytes[at:at + length]
             q = words[i]
             for k in heads:

@@ -226,3 +226,33 @@ def test_the_generic_loop_and_the_lean_ones_agree(device):
             out.append((res.ops, res.bytes, res.stopped, [bytes(b) for b in bufs]))
     assert out[0] == out[1]
     assert out[0][3][5] == data[5 * 8192:6 * 8192]
+
+
+@needs_root
+def test_the_ring_loop_uses_registered_buffers_and_lets_them_go(device):
+    """io_uring's loop runs on a registered file and registered buffers (READ/WRITE_FIXED) and
+    unregisters the buffers when it ends: a second loop on other buffers registers its own
+    (the kernel refuses a second table while one is registered) and reads the right data."""
+    dev, data = device
+    eng = _make("queued/io_uring", 8, lambda d: QueuedEngine(d, backend="io_uring"))
+    sets = [AlignedBuffers(8, 4096), AlignedBuffers(8, 4096)]
+    eng.open(dev, write=False)
+    try:
+        impl = eng._impl
+        assert impl.fixed_file
+        seen = []
+        register = impl.ring.register_buffers
+        impl.ring.register_buffers = lambda spans: seen.append(register(spans)) or seen[-1]
+        for round_, bufs in enumerate(sets):
+            offsets = [(round_ * 8 + i) * 4096 for i in range(8)]
+            res = closed_loop(eng, "read", bufs, 4096, iter(offsets).__next__, max_ops=8, duration=30,
+                              latencies=array("d"))
+            assert res.ops == 8
+            for b, off in zip(bufs, offsets, strict=True):
+                assert bytes(b) == data[off:off + 4096]
+        assert seen == [True, True]
+        assert register([(0, 4096)]) is False        # NULL is no buffer: the kernel says no
+    finally:
+        eng.close()
+        for bufs in sets:
+            bufs.close()

@@ -25,6 +25,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, Iterator
 
 import numpy as np
@@ -104,20 +105,19 @@ class _Loop:
 
 
 def _offsets(job: Job, seed: int) -> Iterator[int]:
+    """The job's offsets, endless; drawn 64 Ki at a time and handed out by C-level iterators
+    (``chain``: no generator frame to resume per operation in the closed loop)."""
     bs = job.block_size
     nblocks = job.area // bs
     base = job.offset
     if job.sequential:
-        i = 0
-        while True:
-            yield base + i * bs
-            i += 1
-            if i == nblocks:
-                i = 0
+        return chain.from_iterable(repeat(range(base, base + nblocks * bs, bs)))
     rng = np.random.Generator(np.random.PCG64(seed))
-    while True:
-        chunk = (rng.integers(0, nblocks, size=65536, dtype=np.int64) * bs + base).tolist()
-        yield from chunk
+
+    def chunks() -> Iterator[list[int]]:
+        while True:
+            yield (rng.integers(0, nblocks, size=65536, dtype=np.int64) * bs + base).tolist()
+    return chain.from_iterable(chunks())
 
 
 def _one_loop(engine: str, job: Job, *, max_ops: int, seed: int, tag: int, barrier: threading.Barrier | None,

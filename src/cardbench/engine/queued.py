@@ -20,7 +20,11 @@ after ``open`` the one in use is in ``engine.backend`` and workloads record it):
     on the ring directly: one slot per buffer whose submission entry is written once, so an
     operation going out again costs a new offset and a ring index; completions are read from
     the CQ ring through memoryviews, with no IoOp or Completion object. Refills go to the
-    kernel two at a time as well, and each pass waits for at least one completion. Random
+    kernel two at a time as well, and each pass waits for at least one completion. The loop
+    names the file as registered file 0 and its buffers as registered buffers
+    (``READ_FIXED``/``WRITE_FIXED``: the kernel pins their pages once per loop, not at each
+    operation; plain reads and writes where the kernel refuses): random 4 KiB QD32 writes on a
+    loop device, 5.5 against 6.3 us of CPU a write in the same run. Random
     4 KiB QD32 against fio in the same run (``bench/engine_vs_fio.py``-style pairs): handing
     over 1 / 2 / all 32 at a time gave 0.98 / 0.97 / 0.81 of fio on a file on the virtio disk
     and 0.94 / 0.99 / 1.06 on a loop device (CPU-bound there: fewer system calls win), so 2.

@@ -14,7 +14,9 @@ from cardbench.engine.errors import io_error
 from cardbench.engine.uring_abi import (
     _CQE,
     _IORING_ENTER_GETEVENTS,
+    _IOSQE_FIXED_FILE,
     _OPCODES,
+    _OPCODES_FIXED,
     _RETRY_ERRNOS,
     _SQE,
     _SYS_IO_URING_ENTER,
@@ -42,6 +44,9 @@ class _UringImpl:
         self.errors: list[Exception] = []         # failed operations, raised one per reap
         #: hand queued entries to the kernel once this many wait (see QueuedEngine)
         self.submit_batch = submit_batch
+        #: the file registered with the ring (closed_loop then names it as fixed file 0: no
+        #: file lookup per operation); False where the kernel refused
+        self.fixed_file = self.ring.register_file(fd)
 
     def _address(self, buf) -> tuple[object, object, int, int]:
         """(buf, ctypes view, address, size); cached, which keeps the buffer referenced (so mapped)."""
@@ -206,25 +211,36 @@ class _UringImpl:
         operation going out again only gets a new offset and a ring entry (and, for a write
         with ``fill``, its data: ``fill(slot, offset)`` just before it is queued, the time it
         was queued taken after that). One ``io_uring_enter`` per pass hands over every
-        operation queued since the last one and waits for at least one completion (fio: iodepth_batch_complete_min=1). Completions are
-        read straight from the CQ ring. No IoOp or Completion objects."""
+        operation queued since the last one and waits for at least one completion (fio:
+        iodepth_batch_complete_min=1); the calls in between that hand refills over (two at a
+        time) also collect what completed meanwhile, without waiting. Completions are read
+        straight from the CQ ring, each timed when the call that posted it returned. No IoOp or
+        Completion objects. The file and the buffers are registered with the ring for the loop
+        (fixed file, READ/WRITE_FIXED) where the kernel allows."""
         if self.pending():
             raise UsageError("closed_loop needs an engine with nothing in flight")
-        opcode = _OPCODES[kind]
         if kind != "write":
             fill = None
         ring = self.ring
         nb = min(len(bufs), self.depth, max_ops)
-        fd = self.fd
-        sqes = ring.sqes
+        spans = []
         for s in range(nb):
             ent = self._address(bufs[s])
             if not 0 < length <= ent[3]:
                 raise ValueError(f"operation length {length} does not fit its {ent[3]}-byte buffer")
-            _SQE.pack_into(sqes, s << 6, opcode, 0, 0, fd, 0, ent[2], length, 0, s, 0, 0, 0, 0, 0)
+            spans.append((ent[2], ent[3]))
             # a Ctrl-C below keeps this frame in its traceback: no local may hold a buffer's
             # view then (closing the buffers would be a BufferError instead of the interruption)
             del ent
+        # the buffers registered for the loop (READ/WRITE_FIXED, buffer s = slot s): the kernel
+        # pins their pages once, not at every operation; plain reads and writes where refused
+        fixed = ring.register_buffers(spans)
+        opcode = (_OPCODES_FIXED if fixed else _OPCODES)[kind]
+        flags, fd = (_IOSQE_FIXED_FILE, 0) if self.fixed_file else (0, self.fd)
+        sqes = ring.sqes
+        for s in range(nb):
+            _SQE.pack_into(sqes, s << 6, opcode, flags, 0, fd, 0, spans[s][0], length, 0, s, s if fixed else 0,
+                           0, 0, 0, 0)
         for s in range(nb):
             self.slots_free.remove(s)
         cqes = memoryview(ring.cq_map)[ring.cqes_off:ring.cqes_off + ring.cq_entries * _CQE.size]
@@ -319,10 +335,19 @@ class _UringImpl:
                         if unsent >= batch:
                             # hand these to the kernel now (see DEFAULT_SUBMIT_BATCH)
                             sq32[sq_tail_i] = tail
-                            enter(_SYS_IO_URING_ENTER, rfd, unsent, 0, 0, None, 0)
+                            # (GETEVENTS without waiting: completions that came in meanwhile
+                            # are posted now and handled in this pass, timed from this call's
+                            # return; fewer passes end in a wait that puts the thread to sleep)
+                            enter(_SYS_IO_URING_ENTER, rfd, unsent, 0, _IORING_ENTER_GETEVENTS, None, 0)
                             left = (tail - sq32[sq_head_i]) & 0xFFFFFFFF
                             inflight += unsent - left
                             unsent = left
+                            if cq32[cq_tail_i] != ctail:
+                                ctail = cq32[cq_tail_i]
+                                now = perf()
+                                if not stop and now >= deadline:      # (a pass can go on and on)
+                                    stop = True
+                                    stopped = "duration"
                 cq32[cq_head_i] = head
                 sq32[sq_tail_i] = tail
                 if stop and not inflight and not unsent:
@@ -338,6 +363,8 @@ class _UringImpl:
             raise
         finally:
             ring.sq_tail = tail
+            if fixed:
+                ring.unregister_buffers()
             if not self.inflight:     # (a drain that gave up leaves the slots taken)
                 self.slots_free.extend(range(nb))
             for view in (sqe_q, cq_q, cq_i, cqes):

@@ -14,6 +14,13 @@ import time
 
 _SYS_IO_URING_SETUP = 425   # the same number on every architecture with the unified table
 _SYS_IO_URING_ENTER = 426
+_SYS_IO_URING_REGISTER = 427
+
+_IORING_REGISTER_BUFFERS = 0
+_IORING_UNREGISTER_BUFFERS = 1
+_IORING_REGISTER_FILES = 2
+#: sqe.flags: ``fd`` is an index into the registered files
+_IOSQE_FIXED_FILE = 1
 
 _IORING_SETUP_CLAMP = 1 << 4
 _IORING_SETUP_SUBMIT_ALL = 1 << 7
@@ -37,6 +44,8 @@ _IORING_OP_FSYNC = 3
 _IORING_OP_READ = 22
 _IORING_OP_WRITE = 23
 _OPCODES = {"read": _IORING_OP_READ, "write": _IORING_OP_WRITE}
+#: the same on registered buffers (``buf_index``): no page pinning per operation
+_OPCODES_FIXED = {"read": 4, "write": 5}     # IORING_OP_READ_FIXED, IORING_OP_WRITE_FIXED
 
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 
@@ -141,6 +150,25 @@ class _Ring:
             self.close()
             raise
         self._enter = syscall
+
+    def register(self, opcode: int, arg, nr: int) -> int:
+        """``io_uring_register(opcode, arg, nr)``: 0, or the errno it failed with."""
+        r = self._enter(_SYS_IO_URING_REGISTER, self.fd, ctypes.c_uint(opcode), arg, ctypes.c_uint(nr))
+        return ctypes.get_errno() if r < 0 else 0
+
+    def register_buffers(self, spans: list[tuple[int, int]]) -> bool:
+        """Register ``spans`` ((address, size), ...) as fixed buffers 0, 1, ...; False where the
+        kernel says no (old, locked-memory limit): the caller then uses plain reads and writes."""
+        iov = (ctypes.c_uint64 * (2 * len(spans)))(*(x for span in spans for x in span))
+        return self.register(_IORING_REGISTER_BUFFERS, iov, len(spans)) == 0
+
+    def unregister_buffers(self) -> None:
+        self.register(_IORING_UNREGISTER_BUFFERS, None, 0)
+
+    def register_file(self, fd: int) -> bool:
+        """Register ``fd`` as fixed file 0 (no file lookup per operation); False if refused."""
+        fds = (ctypes.c_int32 * 1)(fd)
+        return self.register(_IORING_REGISTER_FILES, fds, 1) == 0
 
     def sq_space(self) -> int:
         return self.sq_entries - ((self.sq_tail - self.sq32[self.sq_head_i]) & 0xFFFFFFFF)
