@@ -179,7 +179,11 @@ def test_one_command_four_cards_shared_with_a_station_server(tmp_path):
             sorted((d["id"], 2, True) for d in docs)
         # the station's live page was told what its cards did (the last: a card's end)
         with urllib.request.urlopen(srv.url + "/live/bench-1", timeout=10) as resp:
-            assert "ended: rounds" in resp.read().decode()
+            page = resp.read().decode()
+        assert page.count("finished: rounds") == 4, page
+        assert "Last: ? " not in page and "(endurance run)" in page, page
+        for d in docs:
+            assert d["device"] in page, (d["device"], page)
     finally:
         srv.stop()
 

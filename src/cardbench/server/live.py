@@ -36,9 +36,9 @@ from typing import Any, Callable
 from cardbench import kinds
 from cardbench.errors import UsageError
 from cardbench.report import html as rh
-from cardbench.server import pages
+from cardbench.server import pages, tokens
 from cardbench.store.core import open_store, parse_target
-from cardbench.units import INT64_MAX
+from cardbench.units import INT64_MAX, fmt_size
 
 CHANNEL = "cardbench_live"
 #: the application_name of an app server's LISTEN connection
@@ -208,6 +208,7 @@ def station_of(store, station: str) -> dict | None:
     """What the station shared last (its latest record): {"card", "what", "at"}, or None."""
     rows = store._run("reading a station's last record", store._db.execute,
                       "SELECT kind, record_id, shared_at FROM record_stations WHERE station = ? "
+                      f"AND kind NOT IN ({', '.join(repr(n) for n in tokens.NAMES)}) "      # records, not name claims
                       "ORDER BY shared_at DESC, record_id DESC LIMIT 1", (station,))
     if not rows:
         return None
@@ -222,7 +223,10 @@ def station_of(store, station: str) -> dict | None:
         return {"card": None, "what": kind, "at": at}
     links = k.cards(doc) if doc else []
     c = links[0][0] if links and isinstance(links[0][0], dict) else {}
-    name = " ".join(str(c[f]) for f in ("brand", "name", "label") if c.get(f)) or c.get("identity")
+    cap = c.get("capacity_bytes")
+    name = (" ".join(str(c[f]) for f in ("brand", "name", "label") if c.get(f))
+            or (f"{fmt_size(cap)} card" if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None)
+            or c.get("identity"))
     return {"card": str(name) if name else None, "what": k.noun, "at": k.created(doc) or at}
 
 

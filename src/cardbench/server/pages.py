@@ -322,7 +322,8 @@ def _duration(s: float | None) -> str:
 def card_cells(row: dict) -> list[str]:
     """A card's live row as texts (the page and its script set them as text, never markup)."""
     done, total = row.get("done"), row.get("total")
-    far = (f"{100 * done / total:.0f}%" if done is not None and total else fmt_size(done) if done is not None else "")
+    far = ("" if row.get("ended") else f"{100 * done / total:.0f}%" if done is not None and total
+           else fmt_size(done) if done is not None else "")      # an ended card: its State says so
     bad = row.get("bad_fraction")
     task = " ".join(dict.fromkeys(x for x in (row.get("kind"), row.get("task")) if x))      # not "endurance endurance"
     return [row.get("label") or row["card_key"] or "the station", task, far,
