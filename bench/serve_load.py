@@ -21,7 +21,9 @@ URL is given. Then, each row its own fresh database (so every row starts from an
                as the generator saw it, and the CPU time a record took in the server, PostgreSQL
                and the generator
   batched      `cardbench serve`, 8 stations, 50 records per request (as `cardbench share`)
-  progress     `cardbench serve`, 8 stations posting progress events (POST /api/v1/live)
+  progress     `cardbench serve`, 8 stations posting progress events (POST /api/v1/live); every
+               `cardbench serve` here runs with --live-rate 0 (the per-station rate limit off: 8
+               stations at full speed are far past its 50 events/s, and would be answered 429)
   Uploader     `cardbench serve`, 8 stations through cardbench's own client (cardbench.share.Uploader,
                urllib, a new connection per request, as run/verify/drawer --share do)
 
@@ -251,9 +253,14 @@ def stack_child(stack: str, app: str, db: str) -> Child:
     return Child(STACKS[stack][2](app, port), port, db)
 
 
+#: the per-station limit of live events off: the progress row measures the server, not the limit
+NO_LIVE_LIMIT = ["--live-rate", "0"]
+
+
 def serve_child(db: str, serve_args: list[str]) -> Child:
     port = free_port()
-    return Child(["-m", "cardbench", "serve", "--db", db, "--bind", f"127.0.0.1:{port}", *serve_args], port, db)
+    return Child(["-m", "cardbench", "serve", "--db", db, "--bind", f"127.0.0.1:{port}", *NO_LIVE_LIMIT,
+                  *serve_args], port, db)
 
 
 def new_db(pg, station_tokens: bool = True) -> tuple[str, list[str]]:
@@ -360,7 +367,7 @@ def run(pg, n: int, runs: int, stacks: list[str], variants: list[list[str]]) -> 
                 {"task": f"writing card {i}", "done": j * 1_000_000, "total": 64_000_000_000}).encode())
                 for j in range(events // STATIONS)] for i in range(STATIONS)]
             secs, lat = load(c.port, per_conn)
-            line("progress: POST /api/v1/live", events / secs, "events/s", lat)
+            line(f"progress: POST /api/v1/live, {' '.join(NO_LIVE_LIMIT)}", events / secs, "events/s", lat)
             d = docs(n // 4, "uploader")
             ups = [Uploader(f"http://127.0.0.1:{c.port}", t) for t in toks]
 

@@ -175,7 +175,7 @@ class Server:
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise HTTPError(400, f"the body cannot be read as cardbench records ({type(e).__name__}: {e})") from None
         _own_ids(doc)
-        for k, rid, _ in contents.records():
+        for k, rid in contents.ids():
             problem = id_problem(rid)
             if problem:
                 raise HTTPError(400, f"{k.noun} id {rid[:60]!r}: {problem}")

@@ -108,27 +108,22 @@ def claimer(station: str, names: list[tuple[str, str]] | tuple = ()):
 
     def before(db, kinds_and_ids):
         now = _now()
-        # one statement for the batch and its names, then one read of the owners per kind of
-        # record and one of the names' (the first foreign record is named)
+        # one statement for the batch and its names, then ONE read of the owners of them all
+        # (each record's and each name's: a round trip a request, not one per kind of claim)
         db.executemany("INSERT INTO record_stations (kind, record_id, station, shared_at) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT (kind, record_id) DO NOTHING",
                        [(kind, rid, station, now) for kind, rid in [*kinds_and_ids, *named]])
-        owners: dict[tuple[str, str], str] = {}
-        for k in dict.fromkeys(kind for kind, _ in kinds_and_ids):        # the primary key's order
-            owners.update(((k, rid), st) for rid, st in db.rows_in(
-                "SELECT record_id, station FROM record_stations WHERE kind = ? AND record_id {in}",
-                list(dict.fromkeys(rid for kind, rid in kinds_and_ids if kind == k)), (k,)))
+        claimed = [*kinds_and_ids, *named]
+        kinds = list(dict.fromkeys(kind for kind, _ in claimed))
+        owners = {(kind, rid): st for kind, rid, st in db.rows_in(
+            f"SELECT kind, record_id, station FROM record_stations WHERE kind IN ({', '.join('?' * len(kinds))}) "
+            "AND record_id {in}", list(dict.fromkeys(rid for _, rid in claimed)), kinds)}
         for kind, rid in kinds_and_ids:
             owner = owners.get((kind, db.key(rid)))
             if owner is not None and owner != station:
                 raise Forbidden(f"{kind} {rid} was shared by another station first; station {station!r} "
                                 "may not replace it")
-        if not named:
-            return set()
-        keyed = {(what, db.key(ident)): (what, ident) for what, ident in named}
-        rows = db.rows_in("SELECT kind, record_id, station FROM record_stations WHERE kind IN ('card', 'reader') "
-                          "AND record_id {in}", list(dict.fromkeys(ident for _, ident in named)))
-        return {keyed[(what, ident)] for what, ident, owner in rows if owner != station and (what, ident) in keyed}
+        return {(what, ident) for what, ident in named if owners.get((what, db.key(ident)), station) != station}
     return before
 
 

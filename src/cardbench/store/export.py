@@ -126,6 +126,11 @@ class Contents:
         """The records by export section (``{"results": [...], "verify": [...], ...}``), for :func:`counts`."""
         return {k.section: self.by_kind.get(k.name, []) for k in kinds.kinds()}
 
+    def ids(self) -> list[tuple[kinds.Kind, str]]:
+        """(kind, id) of every record, in :meth:`records`' order, without writing a document out."""
+        return [(k, str(it["id"] if k.item_type is dict else it.id)) for k in kinds.kinds()
+                for it in self.by_kind.get(k.name, [])]
+
     def records(self) -> list[tuple[kinds.Kind, str, dict]]:
         """(kind, id, document) of every record."""
         out = []
@@ -185,7 +190,7 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise UsageError(f"{path}: result #{i + 1} cannot be read: {e}; nothing imported") from None
     if out.schema != EXPORT_SCHEMA:
-        _check_ids(path, out.records())
+        _check_ids(path, out)
         return out
     cards = doc.get("cards", [])
     if not isinstance(cards, list) or not all(isinstance(c, dict) and c.get("identity") for c in cards):
@@ -210,17 +215,23 @@ def read_export(doc: Any, *, path: str, result_problem=None) -> Contents:
                 raise UsageError(f"{path}: {what} {d['id']} names card {missing[0]}, which the export's cards do "
                                  "not hold (a truncated or hand-edited export?); nothing imported")
             out.of(k.name).append(d)
-    _check_ids(path, out.records())
+    _check_ids(path, out)
     return out
 
 
-def _check_ids(path: str, records: list[tuple[kinds.Kind, str, dict]]) -> None:
-    seen: dict[tuple[str, str], dict] = {}
-    for k, rid, d in records:
-        key = (k.name, rid)
-        if key in seen and seen[key] != d:
-            raise UsageError(f"{path}: two {k.noun}s with id {rid} and different content; nothing imported")
-        seen[key] = d
+def _check_ids(path: str, contents: Contents) -> None:
+    """No id given twice with different contents (a record's document is written out only when
+    its id comes again: most uploads give each id once)."""
+    seen: dict[tuple[str, str], Any] = {}
+    for k in kinds.kinds():
+        for it in contents.by_kind.get(k.name, []):
+            rid = str(it["id"] if k.item_type is dict else it.id)
+            key = (k.name, rid)
+            if key in seen:
+                a, b = (seen[key], it) if k.item_type is dict else (k.dump(seen[key]), k.dump(it))
+                if a != b:
+                    raise UsageError(f"{path}: two {k.noun}s with id {rid} and different content; nothing imported")
+            seen[key] = it
 
 
 def conflicts(store, contents: Contents) -> list[str]:
