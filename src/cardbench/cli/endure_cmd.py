@@ -14,10 +14,10 @@ import click
 
 from cardbench.cli import params
 from cardbench.cli.endure_many import endure_cards
-from cardbench.cli.ui import said
+from cardbench.cli.ui import end_of_document
 from cardbench.devices.safety import confirm_destructive
 from cardbench.endure import EndureOptions, resume_endurance, round_line, run_endurance, saved_run_on
-from cardbench.errors import DeviceFault, UsageError
+from cardbench.errors import UsageError
 from cardbench.measured import keep_measured
 from cardbench.record import check_store, record
 from cardbench.report.endurance import render_endurance
@@ -139,13 +139,7 @@ def endure(devices, all_cards, rounds, hours, until_bad, slices, request, rated_
             return run_endurance(target, opts)
 
     kept = keep_measured(measure, db=db, save=save, show=lambda doc: _show(out, doc))
-    doc, rec = kept.item, kept.recorded
-    if doc.get("error"):
-        fault = DeviceFault(doc["error"])
-        fault.recorded = rec
-        raise fault
-    if rec is not None:
-        said(rec, saved_line=not (out.json or out.quiet))
+    end_of_document(kept.recorded, kept.item.get("error"), saved_line=not (out.json or out.quiet))
 
 
 def _event(out, db, save: bool, name: str, details: dict) -> None:

@@ -10,9 +10,8 @@ import json
 import click
 
 from cardbench.cli import params
-from cardbench.cli.ui import said
+from cardbench.cli.ui import end_of_document
 from cardbench.devices.safety import confirm_destructive
-from cardbench.errors import DeviceFault
 from cardbench.measured import keep_measured
 from cardbench.pulltest import MIXES, PowerSwitch, PullOptions, resume_pulltest, run_pulltest
 from cardbench.record import check_store
@@ -79,13 +78,7 @@ def pulltest(device, cycles, after, no_prompt, timeout, power_cut, mix, resume, 
 
     # stored (else kept in the outbox) and shown; a Ctrl-C once it is over waits for both
     kept = keep_measured(measure, db=db, save=not no_save, show=lambda doc: _show(out, doc))
-    doc, rec = kept.item, kept.recorded
-    if doc.get("error"):
-        fault = DeviceFault(doc["error"])
-        fault.recorded = rec
-        raise fault
-    if rec is not None:
-        said(rec, saved_line=not (out.json or out.quiet))
+    end_of_document(kept.recorded, kept.item.get("error"), saved_line=not (out.json or out.quiet))
 
 
 def _show(out, doc: dict) -> None:

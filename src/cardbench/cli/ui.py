@@ -19,6 +19,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from cardbench.errors import DeviceFault
 from cardbench.progress import Advance
 
 stderr = Console(stderr=True)
@@ -109,3 +110,15 @@ def said(rec, *, saved_line: bool = True, end: bool = True) -> None:
     if end:
         raise problem
     error_line(problem.message)
+
+
+def end_of_document(rec, error: str | None, *, saved_line: bool = True) -> None:
+    """The end of a command that measured a document (verify, pulltest, endure): the error that
+    stopped it, the document kept all the same (stored, or in the outbox), as the command's one
+    line (DeviceFault: the exit code of a card that failed during the test); else :func:`said`."""
+    if error:
+        fault = DeviceFault(error)
+        fault.recorded = rec
+        raise fault
+    if rec is not None:
+        said(rec, saved_line=saved_line)

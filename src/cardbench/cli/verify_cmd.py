@@ -16,9 +16,8 @@ import json
 import click
 
 from cardbench.cli import params
-from cardbench.cli.ui import said
+from cardbench.cli.ui import end_of_document
 from cardbench.devices.safety import confirm_destructive
-from cardbench.errors import DeviceFault
 from cardbench.measured import keep_measured
 from cardbench.record import check_store
 from cardbench.report.verify import render_verify_doc
@@ -88,13 +87,9 @@ def verify(target, full, destructive, confirm_value, time_budget, resume, keep_f
     # a Ctrl-C or SIGTERM once the check is over waits until its result is stored and shown
     kept = keep_measured(lambda: verify_target(target, opts, progress=out.progress()), db=db, save=not no_save,
                          show=show)
-    doc, rec = kept.item, kept.recorded
-    if not doc.get("complete"):
-        # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete,
-        # and said in one line with the exit code of a card that failed during the test
-        fault = DeviceFault(" ".join(str(doc.get("error") or "the check stopped before the end (see the "
-                                         "table above); stored as incomplete").split()))
-        fault.recorded = rec
-        raise fault
-    if rec is not None:
-        said(rec, saved_line=not (as_json or out.quiet))
+    doc = kept.item
+    # the check stopped early (card removed, I/O errors, restore failed): stored as incomplete, and
+    # said in one line with the exit code of a card that failed during the test
+    stopped = None if doc.get("complete") else " ".join(str(doc.get("error") or "the check stopped before the "
+                                                            "end (see the table above); stored as incomplete").split())
+    end_of_document(kept.recorded, stopped, saved_line=not (as_json or out.quiet))
