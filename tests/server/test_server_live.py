@@ -196,7 +196,10 @@ def test_a_listener_cut_off_connects_again_and_its_pages_catch_up_on_what_it_mis
         conn.close()
 
 
-@pytest.mark.timing
+# not `timing`: two servers, PostgreSQL and 120 simulated cards busy both cores, and the timing pass
+# runs it beside the paced emulated cards whose measured rates it then disturbs (a fresh-clone CI
+# saw ext4 write+fsync at 7.5-7.7 MB/s for a set 8 beside it, three tries). Its 2 s limit is 18x
+# the lag seen in CI-sized runs here (105-113 ms).
 @pytest.mark.slow
 def test_120_cards_every_5_s_on_two_servers_are_current_within_2_s(pair):
     """The CI-sized run: 120 cards, an event every 5 s each, for 15 s (bench/live_load.py runs the
