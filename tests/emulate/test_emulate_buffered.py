@@ -34,10 +34,13 @@ def test_buffered_write_fsync_and_cold_read_are_paced():
             try:
                 for _ in range(FILE // MiB):
                     os.write(fd, chunk)
+                copied = time.monotonic() - t       # the host copying into its page cache
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            w = FILE / (time.monotonic() - t)
+            took = time.monotonic() - t
+            w = FILE / took
+            w_card = FILE / (took - copied)
             assert card.status()["counters"]["bytes_written"] - before >= FILE  # it reached the card
             card.remount()
             before = card.status()["counters"]["bytes_read"]
@@ -49,7 +52,14 @@ def test_buffered_write_fsync_and_cold_read_are_paced():
             r = n / (time.monotonic() - t)
             assert n == FILE
             assert card.status()["counters"]["bytes_read"] - before >= FILE  # cold: from the card
-            print(f"\next4 buffered: write+fsync {w / MB:.3f} MB/s (set {WRITE / MB}), "
+            print(f"\next4 buffered: write+fsync {w / MB:.3f} MB/s, {w_card / MB:.3f} without the "
+                  f"{copied:.2f} s of copying into the page cache (set {WRITE / MB}), "
                   f"cold read {r / MB:.3f} MB/s (set {READ / MB})")
-            assert w == pytest.approx(WRITE, rel=0.03)
+            # The card's rate lies between the two: end to end it cannot beat the card (the pacing
+            # is not bypassed), and without the host's own copying it cannot be slower than the card.
+            # Where writeback only starts at the fsync, the copy happens while the card is idle: on
+            # a machine whose page cache had turned slow after hours of heavy use it took 0.3 s for
+            # 24 MiB (7.45-7.7 MB/s end to end for a set 8, three tries in CI), on a fresh one 0.02 s.
+            assert w <= WRITE * 1.03, (w, WRITE)
+            assert w_card >= WRITE * 0.97, (w_card, WRITE)
             assert r == pytest.approx(READ, rel=0.03)
