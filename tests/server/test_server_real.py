@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -80,7 +81,10 @@ def test_two_stations_share_while_the_server_restarts_and_each_record_is_stored_
         r = cli("sync", "--share", srv.url, "--token", toks[st], home=home)
         assert r.returncode == 0, r.stderr
         if st == "st1":
-            assert "shared 3 results from the outbox" in r.stdout, r.stdout
+            # the 3 measured while it was down, and any of the runs before that a loaded machine
+            # let finish before the server was back (a CI saw 35); each stored once: checked below
+            shared = re.search(r"shared (\d+) results? from the outbox", r.stdout)
+            assert shared and 3 <= int(shared[1]) <= 3 + len(ids["st1"]), r.stdout
         r = cli("sync", "--share", srv.url, "--token", toks[st], home=home)
         assert "holds nothing" in r.stdout, r.stdout
     now = stored_ids(db)
