@@ -8,6 +8,7 @@ written once, with ``?`` placeholders and portable syntax (``ON CONFLICT ... DO 
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
@@ -317,8 +318,17 @@ class PostgresBackend(Backend):
             w in text for w in ("authentication", "password", "does not exist", "no pg_hba", "permission denied"))
 
     @staticmethod
+    @functools.lru_cache(maxsize=512)
     def _sql(sql: str) -> str:
-        return sql.replace("?", "%s")
+        """``?`` placeholders as PostgreSQL's own (``$1``, ``$2``...), for psycopg's RawCursor
+        (:meth:`_cursor`): a statement goes out as written, not parsed for ``%s`` on every call
+        (psycopg keeps that parse only for statements of at most 50 parameters, and a multi-row
+        insert has more)."""
+        parts = sql.split("?")
+        return parts[0] + "".join(f"${i}{part}" for i, part in enumerate(parts[1:], 1))
+
+    def _cursor(self):
+        return self.psycopg.RawCursor(self.conn)
 
     @staticmethod
     def _params(params: Sequence[Any]) -> tuple:
@@ -329,18 +339,30 @@ class PostgresBackend(Backend):
     _pipe = None
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        cur = self.conn.execute(self._sql(sql), self._params(params) if params else None)
+        cur = self._cursor().execute(self._sql(sql), self._params(params) if params else None)
         if self._pipe is not None:
             self._pipe.sync()       # the answer is read: wait for it (and for what was sent before)
         return cur.fetchall() if cur.description is not None else []
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            with self.conn.cursor() as cur:
+        """An ``INSERT ... VALUES (row)`` (not one that updates on conflict) is sent as ONE
+        statement of up to :data:`MULTI_ROWS` rows (``VALUES (row), (row), ...``): a statement
+        costs the server and psycopg more than a row does; others a statement a row."""
+        if not rows:
+            return
+        multi = _multi_row(sql) if len(rows) > 1 else None
+        if multi is None:
+            with self._cursor() as cur:
                 cur.executemany(self._sql(sql), [self._params(r) for r in rows])
+            return
+        head, row, tail = multi
+        for k in range(0, len(rows), MULTI_ROWS):
+            part = rows[k:k + MULTI_ROWS]
+            self._cursor().execute(self._sql(f"{head}{', '.join([row] * len(part))}{tail}"),
+                                   [v for r in part for v in self._params(r)])
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
-        cur = self.conn.execute(self._sql(sql) + " RETURNING id", self._params(params))
+        cur = self._cursor().execute(self._sql(sql + " RETURNING id"), self._params(params))
         if self._pipe is not None:
             self._pipe.sync()
         return int(cur.fetchone()[0])
@@ -366,7 +388,7 @@ class PostgresBackend(Backend):
                 self._pipe = None
 
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self.conn.execute(self._sql(sql), self._params(params) if params else None)
+        self._cursor().execute(self._sql(sql), self._params(params) if params else None)
 
     def key(self, text: str) -> str:
         return text.replace("\x00", "\ufffd") if isinstance(text, str) else text
@@ -426,6 +448,27 @@ class PostgresBackend(Backend):
                 self.pool.give_back(conn)
             return
         self.conn.close()
+
+
+#: rows a multi-row INSERT carries at most (PostgreSQL takes 65,535 parameters a statement)
+MULTI_ROWS = 200
+_VALUES = re.compile(r"^(INSERT INTO \w+ \([\w, ]+\) VALUES )(\(.*\))((?: ON CONFLICT \([\w, ]+\) DO NOTHING)?)$",
+                     re.DOTALL)
+
+
+@functools.lru_cache(maxsize=256)
+def _multi_row(sql: str) -> tuple[str, str, str] | None:
+    """(head, the row's parentheses, tail) of ``INSERT INTO t (cols) VALUES (row)`` with no
+    ON CONFLICT or ``DO NOTHING``; None for any other statement."""
+    m = _VALUES.match(sql)
+    if m is None:
+        return None
+    depth = 0
+    for k, ch in enumerate(m.group(2)):         # one row: its first parenthesis closes at its end
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and k != len(m.group(2)) - 1:
+            return None
+    return m.group(1), m.group(2), m.group(3)
 
 
 class PostgresPool:

@@ -469,10 +469,12 @@ class Store:
 
     def _insert_samples(self, rows: list[tuple]) -> None:
         """rows: (kind, idx, bytes, seconds, ops, offset, result id, test position)."""
+        # a VALUES insert (one statement for them all on PostgreSQL: PostgresBackend.executemany)
         self._db.executemany(
-            "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) "
-            "SELECT t.run_id, t.id, ?, ?, ?, ?, ?, ? FROM tests t "
-            "WHERE t.run_id = (SELECT id FROM runs WHERE result_id = ?) AND t.position = ?", rows)
+            "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) VALUES ("
+            "(SELECT id FROM runs WHERE result_id = ?), (SELECT t.id FROM tests t JOIN runs r ON r.id = t.run_id "
+            "WHERE r.result_id = ? AND t.position = ?), ?, ?, ?, ?, ?, ?)",
+            [(rid, rid, pos, kind, i, b, sec, ops, off) for kind, i, b, sec, ops, off, rid, pos in rows])
 
     def delete(self, run_id: str) -> None:
         """Remove one run (exact id) and its rows."""
