@@ -2,6 +2,8 @@ import math
 import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cardbench.stats import median_ci, percentiles, summarize
 
@@ -77,3 +79,16 @@ def test_median_ci_covers_the_median():
         hits += lo <= true_median <= hi
     # exact coverage with 16 values is 1 - 2 * 697/65536 = 97.9%
     assert 0.965 <= hits / trials <= 0.99
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.lists(st.floats(min_value=1e-6, max_value=1e12), min_size=2, max_size=60),
+    # values a few ulps apart: the rounded mean's error is of the spread's own size
+    st.tuples(st.floats(min_value=1e-6, max_value=1e12), st.lists(st.integers(0, 8), min_size=2, max_size=20))
+    .map(lambda b: [b[0] + k * math.ulp(b[0]) for k in b[1]])))
+def test_the_standard_deviation_is_the_exact_one_to_a_few_ulps(vals):
+    # stats' own fsum stdev; statistics.stdev (exact fractions, correctly rounded) is the reference
+    got, want = summarize(vals).stdev, statistics.stdev(vals)
+    assert got == pytest.approx(want, rel=1e-9, abs=0.0)
