@@ -223,3 +223,65 @@ def test_workers_serve_one_port_from_several_processes_on_postgresql(pg_server, 
         srv.stop()
     r = cli("serve", "--db", str(tmp_path / "one.sqlite3"), "--workers", "2")
     assert r.returncode != 0 and "needs a PostgreSQL store" in r.stderr and "Traceback" not in r.stderr
+
+
+def _where(srv, raw: bytes, work=None):
+    """Server.write of ``raw`` from an event loop: (the thread ``fn`` ran on, is it the loop's)."""
+    import asyncio
+
+    def fn(store, body):
+        if work is not None:
+            work(store)
+        return threading.current_thread()
+
+    async def go():
+        ran = await srv.write(fn, raw)
+        return ran, ran is threading.current_thread()
+    return asyncio.run(go())
+
+
+def test_a_small_write_runs_on_the_event_loop_and_the_others_on_a_writer_thread(pg_server, tmp_path):
+    """Server.write: on PostgreSQL a small body is stored on the event loop itself (no thread
+    hand-off); a batch-sized body, a pool with no idle connection, and a write whose connection
+    broke under it go to a writer thread, which waits and reconnects; SQLite always does."""
+    from cardbench.server.app import INLINE_MAX, Server
+    srv = Server(pg_server.new_database())
+    try:
+        ran, on_loop = _where(srv, b"x" * 100)
+        assert on_loop, ran.name
+        ran, on_loop = _where(srv, b"x" * (INLINE_MAX + 1))
+        assert not on_loop and ran.name.startswith("cardbench-write"), ran.name
+
+        # every connection of the pool taken: the loop does not wait for one, a writer thread does
+        held = []
+        with pytest.raises(StoreError):
+            while True:
+                held.append(srv.stores.pool.take(wait_s=1))
+        assert len(held) == srv.stores.pool.pool.max_size
+        threading.Timer(0.5, lambda: srv.stores.pool.give_back(held.pop())).start()
+        t0 = time.monotonic()
+        ran, on_loop = _where(srv, b"x" * 100)
+        assert not on_loop and ran.name.startswith("cardbench-write") and time.monotonic() - t0 >= 0.4
+        for c in held:
+            srv.stores.pool.give_back(c)
+
+        # the connection dies under the write on the loop: no reconnect there; done again on a thread
+        tries = []
+
+        def kill_own_connection_on_the_loop(store):
+            tries.append(threading.current_thread().name)
+            if len(tries) == 1:
+                store._run("ending", store._db.execute, "SELECT pg_terminate_backend(pg_backend_pid())")
+        ran, on_loop = _where(srv, b"x" * 100, kill_own_connection_on_the_loop)
+        assert len(tries) == 2 and tries[0] == threading.current_thread().name, tries
+        assert not on_loop and ran.name.startswith("cardbench-write")
+        assert _where(srv, b"x" * 100)[1]          # and the next small write is on the loop again
+    finally:
+        srv.writers.shutdown()
+        srv.stores.close()
+    sqlite = Server(tmp_path / "cards.db")
+    try:
+        ran, on_loop = _where(sqlite, b"x" * 100)
+        assert not on_loop and ran.name.startswith("cardbench-write")
+    finally:
+        sqlite.writers.shutdown()

@@ -37,6 +37,8 @@ POOL_MIN = 2
 #: How long a call waits for a pooled connection (all busy, or the server restarting) before the
 #: store fails (the station server answers 503; the station's outbox keeps its record).
 POOL_WAIT_S = 10.0
+#: the longest a pooled connection "idle at once" (PostgresPool.take(wait_s=0)) is waited for
+NOW_S = 0.002
 
 
 def first_line(exc: BaseException) -> str:
@@ -106,6 +108,9 @@ class Backend:
 
     def column_names(self, table: str) -> set[str]:
         raise NotImplementedError
+
+    #: False: a failure is answered at once, never waited on (no reconnect or retry; Store._run)
+    patient = True
 
     def is_retryable(self, exc: BaseException) -> bool:
         """A conflict with another writer: the same statements, tried again, may pass."""
@@ -279,8 +284,10 @@ class PostgresBackend(Backend):
     #: pg_advisory_xact_lock key for "cardbench migrating" (any fixed 64-bit number).
     MIGRATION_LOCK = 0x43424E43_5354_4F52 & 0x7FFFFFFFFFFFFFFF
 
-    def __init__(self, url: str, pool: "PostgresPool | None" = None):
-        """``pool``: the connection is taken from it (and given back by ``close``), not made."""
+    def __init__(self, url: str, pool: "PostgresPool | None" = None, *, patient: bool = True):
+        """``pool``: the connection is taken from it (and given back by ``close``), not made.
+        ``patient`` False (with a pool): only a connection idle at once, and no reconnect or
+        retry after a failure (``Backend.patient``)."""
         self.location = redact_url(url)
         try:   # function-level: psycopg is the optional postgres extra; without it, one line
             import psycopg
@@ -291,7 +298,8 @@ class PostgresBackend(Backend):
         self.error_types = (psycopg.Error,)
         self._url = url
         self.pool = pool
-        self.conn = pool.take() if pool is not None else self._connect()
+        self.patient = patient or pool is None
+        self.conn = (pool.take() if patient else pool.take(wait_s=0)) if pool is not None else self._connect()
 
     def _connect(self):
         """Connect, with a timeout per try (``connect_timeout`` in the URL wins), and try again
@@ -501,11 +509,13 @@ class PostgresPool:
             raise StoreError(f"cannot connect to {self.location}: no connection within "
                              f"{CONNECT_TIMEOUT_S * CONNECT_ATTEMPTS} s") from None
 
-    def take(self):
-        """A connection, waiting up to ``wait_s`` for one (StoreError then)."""
+    def take(self, wait_s: float | None = None):
+        """A connection, waiting up to ``wait_s`` (the pool's when None; 0: only one idle now)
+        for one (StoreError then)."""
         import psycopg  # function-level: the optional postgres extra (PostgresBackend checked it)
         try:
-            return self.pool.getconn(timeout=self.wait_s)
+            # psycopg_pool refuses a timeout of 0 before looking: "at once" is a wait of NOW_S
+            return self.pool.getconn(timeout=self.wait_s if wait_s is None else max(wait_s, NOW_S))
         except psycopg.Error as e:        # PoolTimeout, PoolClosed: OperationalErrors
             raise StoreError(f"cannot connect to {self.location}: {first_line(e)}") from None
 

@@ -140,9 +140,13 @@ class StorePool:
         self._local = threading.local()
 
     @contextmanager
-    def store(self) -> Iterator["Store"]:
+    def store(self, *, now: bool = False) -> Iterator["Store"]:
+        """A store for one call. ``now`` (PostgreSQL only): on a connection idle at once, with no
+        wait, reconnect or retry in it (StoreError instead): what an event loop may run."""
+        if now and self.pool is None:
+            raise StoreError("a store without waits needs PostgreSQL's pool")
         if self.pool is not None:
-            st = Store._over(PostgresBackend(self._url, pool=self.pool))
+            st = Store._over(PostgresBackend(self._url, pool=self.pool, patient=not now))
             try:
                 yield st
             finally:
@@ -243,7 +247,7 @@ class Store:
             try:
                 return fn(*args)
             except db.error_types as e:
-                if db.is_disconnect(e) and reconnects < RECONNECTS:
+                if db.is_disconnect(e) and reconnects < RECONNECTS and db.patient:
                     reconnects += 1
                     try:
                         db.reconnect()
@@ -251,7 +255,7 @@ class Store:
                         raise self._fail(action, e) from None
                     continue
                 attempt += 1
-                if attempt < attempts and db.is_retryable(e):
+                if attempt < attempts and db.is_retryable(e) and db.patient:
                     time.sleep(0.01 * (2 ** attempt))
                     continue
                 raise self._fail(action, e) from None
