@@ -22,7 +22,7 @@ def _bind(text: str) -> tuple[str, int]:
 
 
 @click.group("serve", invoke_without_command=True, epilog=params.examples(
-    "cardbench serve --db postgresql://bench@localhost/cards",
+    "cardbench serve --db postgresql://bench@localhost/cards --workers 2",
     "cardbench serve --bind 0.0.0.0:8443 --ssl-keyfile k.pem --ssl-certfile c.pem",
     "cardbench serve token add station-2"))
 @params.db_option
@@ -41,7 +41,9 @@ def _bind(text: str) -> tuple[str, int]:
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="App server processes on the one port (PostgreSQL only; docs/scaling.md).")
+              help="App server processes on the one port (PostgreSQL only): one a core. A process's "
+                   "event loop waits while PostgreSQL answers a write, and a second fills those "
+                   "waits (docs/scaling.md).")
 @click.pass_context
 def serve(ctx, db, bind, read_token, max_body, live_rate, upload_rate, ssl_keyfile, ssl_certfile, log_level,
           workers):
