@@ -285,3 +285,41 @@ def test_a_small_write_runs_on_the_event_loop_and_the_others_on_a_writer_thread(
         assert not on_loop and ran.name.startswith("cardbench-write")
     finally:
         sqlite.writers.shutdown()
+
+
+def test_an_upload_done_again_on_a_writer_thread_counts_once_against_its_rate(pg_server):
+    """The station's rate limit counted an upload on the event loop, then its connection was cut
+    before the save: done again on a writer thread, it is stored once and counted once, so a
+    limit of one upload passes it (counted twice, it was answered 429)."""
+    import psycopg
+
+    from cardbench.server.app import RateLimit
+    db = pg_server.new_database()
+    app = create_app(db, upload_rate=0.5)           # a burst of 1: one upload, then 429 for 2 s
+    with open_store(db) as st:
+        token = tokens.add(st, "alpha")
+    cuts = []
+
+    class CutAfterCounting(RateLimit):
+        def check(self, key):
+            super().check(key)
+            if not cuts:                            # every pooled connection ended, the loop's with them
+                with psycopg.connect(db, autocommit=True) as c:
+                    cuts.append(c.execute("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                                .fetchone()[0])
+    srv = app.state.server
+    srv.upload_limit = CutAfterCounting(0.5, "uploads")
+    one, two = make_result(serial="rate-1"), make_result(serial="rate-2")
+    with TestClient(app, raise_server_exceptions=False) as client:
+        def post(r):
+            return client.post("/api/v1/records", content=json.dumps(r.to_dict()),
+                               headers={"Authorization": f"Bearer {token}"})
+        resp = post(one)
+        assert resp.status_code == 200, resp.text
+        assert cuts and cuts[0] >= 1, cuts
+        resp = post(two)                            # the limit itself still holds
+        assert resp.status_code == 429 and resp.headers["Retry-After"], resp.text
+    with open_store(db) as st:
+        assert [r.id for r in st.results()] == [one.id]
+        assert st._db.execute("SELECT station FROM record_stations WHERE kind = 'result'") == [("alpha",)]

@@ -199,24 +199,27 @@ class Server:
         return await read_body(request, self.max_body)
 
 
-    def station(self, store, token: str | None, limit: RateLimit) -> str:
+    def station(self, store, token: str | None, limit: RateLimit, counted: list[str]) -> str:
         """The station of a write's token (401 when it is missing, unknown or revoked; 429 past
-        its ``limit``)."""
+        its ``limit``). ``counted``: the request's own list, the station appended once ``limit``
+        has counted it, so a write done again on a writer thread (:meth:`write`) counts once."""
         station = tokens.station_of(store, token) if token else None
         if station is None:
             raise HTTPError(401, "this token is not known here or was revoked")
-        limit.check(station)
+        if not counted:
+            limit.check(station)
+            counted.append(station)
         return station
 
-    def upload(self, store, raw: bytes, token: str):
+    def upload(self, store, raw: bytes, token: str, counted: list[str]):
         """A station's upload (:meth:`write`): its token checked, then its records stored
         (:meth:`store_records`); returns (answer, station)."""
-        station = self.station(store, token, self.upload_limit)
+        station = self.station(store, token, self.upload_limit, counted)
         return self.store_records(station, raw, store), station
 
-    def progress(self, store, raw: bytes, token: str):
+    def progress(self, store, raw: bytes, token: str, counted: list[str]):
         """A station's live event (POST /api/v1/live, :meth:`write`); returns (station, its card key)."""
-        station = self.station(store, token, self.live_limit)
+        station = self.station(store, token, self.live_limit, counted)
         ev = live.read_event(raw)                       # UsageError: 400
         live.write_progress(store, station, ev)         # Unannounced: 409
         return station, ev["card_key"]
@@ -555,7 +558,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
             raise HTTPError(401, "writing takes a station token: Authorization: Bearer TOKEN "
                                  "(cardbench serve token add STATION)")
         raw = await srv.body(request)
-        out, station = await srv.write(srv.upload, raw, token)
+        out, station = await srv.write(srv.upload, raw, token, [])
         srv.hub.changed(station, None)
         return JSON(out, status_code=200)
 
@@ -564,7 +567,7 @@ def create_app(db: Any = None, *, read_token: str | None = None, max_body: int =
         if not token:
             raise HTTPError(401, "telling a live page what a station does takes its token")
         # the limit is per station (its tokens): a flood is 429, others unaffected
-        station, key = await srv.write(srv.progress, await read_body(request, live.BODY_MAX), token)
+        station, key = await srv.write(srv.progress, await read_body(request, live.BODY_MAX), token, [])
         srv.hub.changed(station, key)
         return JSON({"ok": True})
 
