@@ -458,8 +458,12 @@ class PostgresBackend(Backend):
         self.conn.close()
 
 
-#: rows a multi-row INSERT carries at most (PostgreSQL takes 65,535 parameters a statement)
-MULTI_ROWS = 200
+#: rows a multi-row INSERT carries at most: a record's samples (about a dozen) in one statement,
+#: and a batch's in statements of one text, which psycopg prepares after 5 uses.
+#: bench/store_rows.py: 50 records a save took 1.16-1.30 times the records/s of a statement a row
+#: at 20, and 0.40-0.49 times at 200 (each sample row's two subqueries are subplans to plan
+#: afresh for each new text); one record a save took the same at any size.
+MULTI_ROWS = 20
 _VALUES = re.compile(r"^(INSERT INTO \w+ \([\w, ]+\) VALUES )(\(.*\))((?: ON CONFLICT \([\w, ]+\) DO NOTHING)?)$",
                      re.DOTALL)
 
