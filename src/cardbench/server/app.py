@@ -125,16 +125,13 @@ class RateLimit:
         if self.rate <= 0:
             return
         with self.lock:
-            self._take(key)
-
-    def _take(self, key: str) -> None:
-        now = time.monotonic()
-        level, then = self.buckets.get(key, (self.burst, now))
-        level = min(self.burst, level + (now - then) * self.rate)
-        if level >= 1:
-            self.buckets[key] = (level - 1, now)
-            return
-        self.buckets[key] = (level, now)
+            now = time.monotonic()
+            level, then = self.buckets.get(key, (self.burst, now))
+            level = min(self.burst, level + (now - then) * self.rate)
+            if level >= 1:
+                self.buckets[key] = (level - 1, now)
+                return
+            self.buckets[key] = (level, now)
         wait = max(1, math.ceil((1 - level) / self.rate))
         raise HTTPError(429, f"slow down: {self.rate:g} {self.what}/s allowed", {"Retry-After": str(wait)})
 

@@ -470,8 +470,8 @@ _VALUES = re.compile(r"^(INSERT INTO \w+ \([\w, ]+\) VALUES )(\(.*\))((?: ON CON
 
 @functools.lru_cache(maxsize=256)
 def _multi_row(sql: str) -> tuple[str, str, str] | None:
-    """(head, the row's parentheses, tail) of ``INSERT INTO t (cols) VALUES (row)`` with no
-    ON CONFLICT or ``DO NOTHING``; None for any other statement."""
+    """(head, the row's parentheses, tail) of ``INSERT INTO t (cols) VALUES (row)``, plain or
+    ending in ``ON CONFLICT (cols) DO NOTHING``; None for any other statement."""
     m = _VALUES.match(sql)
     if m is None:
         return None

@@ -447,7 +447,7 @@ class Store:
                      td.get("median_bytes_per_s"), td.get("mean_bytes_per_s"), td.get("min_bytes_per_s"),
                      td.get("max_bytes_per_s"), td.get("stdev_bytes_per_s"), ci[0], ci[1], td.get("x_rating"),
                      td.get("median_iops"), t.limited_by, _dumps(list(t.warnings))))
-                samples += [(kind, i, int(x.bytes), float(x.seconds), x.ops, x.offset, r.id, pos)
+                samples += [(r.id, r.id, pos, kind, i, int(x.bytes), float(x.seconds), x.ops, x.offset)
                             for kind, runs in (("warmup", t.warmup), ("run", t.runs)) for i, x in enumerate(runs)]
             claims += [(r.id, i, _text(c.get("label") or c.get("claim")), _text(c.get("test")),
                         _text(c.get("verdict")), _dumps(c)) for i, c in enumerate(r.claims)]
@@ -472,13 +472,12 @@ class Store:
             b.send(sql.replace("{in}", "IN (" + ", ".join("?" * len(part)) + ")"), part)
 
     def _insert_samples(self, rows: list[tuple]) -> None:
-        """rows: (kind, idx, bytes, seconds, ops, offset, result id, test position)."""
-        # a VALUES insert (one statement for them all on PostgreSQL: PostgresBackend.executemany)
+        """rows: (result id, result id, test position, kind, idx, bytes, seconds, ops, offset)."""
+        # a VALUES insert (a few statements for them all on PostgreSQL: PostgresBackend.executemany)
         self._db.executemany(
             "INSERT INTO samples (run_id, test_id, kind, idx, bytes, seconds, ops, offset_bytes) VALUES ("
             "(SELECT id FROM runs WHERE result_id = ?), (SELECT t.id FROM tests t JOIN runs r ON r.id = t.run_id "
-            "WHERE r.result_id = ? AND t.position = ?), ?, ?, ?, ?, ?, ?)",
-            [(rid, rid, pos, kind, i, b, sec, ops, off) for kind, i, b, sec, ops, off, rid, pos in rows])
+            "WHERE r.result_id = ? AND t.position = ?), ?, ?, ?, ?, ?, ?)", rows)
 
     def delete(self, run_id: str) -> None:
         """Remove one run (exact id) and its rows."""
